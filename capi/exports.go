@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -O2 -std=gnu11 -Wall -Wextra
+#include <stdlib.h>
+#include "capi.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"unsafe"
+
+	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+// Values shared with include/cucopy.h must agree: each line fails to
+// compile (uint8 overflow) unless the two constants are equal.
+const (
+	_ = uint8(255 + (core.OK-C.CUCOPY_OK)*(core.OK-C.CUCOPY_OK))
+	_ = uint8(255 + (core.InProgress-C.CUCOPY_INPROGRESS)*(core.InProgress-C.CUCOPY_INPROGRESS))
+	_ = uint8(255 + (core.ErrInvalid-C.CUCOPY_ERR_INVALID_PARAM)*(core.ErrInvalid-C.CUCOPY_ERR_INVALID_PARAM))
+	_ = uint8(255 + (core.ErrHandle-C.CUCOPY_ERR_INVALID_HANDLE)*(core.ErrHandle-C.CUCOPY_ERR_INVALID_HANDLE))
+	_ = uint8(255 + (core.ErrNoMemory-C.CUCOPY_ERR_NO_MEMORY)*(core.ErrNoMemory-C.CUCOPY_ERR_NO_MEMORY))
+	_ = uint8(255 + (core.ErrNoResource-C.CUCOPY_ERR_NO_RESOURCE)*(core.ErrNoResource-C.CUCOPY_ERR_NO_RESOURCE))
+	_ = uint8(255 + (core.ErrBusy-C.CUCOPY_ERR_BUSY)*(core.ErrBusy-C.CUCOPY_ERR_BUSY))
+	_ = uint8(255 + (core.ErrUnsupport-C.CUCOPY_ERR_UNSUPPORTED)*(core.ErrUnsupport-C.CUCOPY_ERR_UNSUPPORTED))
+	_ = uint8(255 + (core.ErrNoDevice-C.CUCOPY_ERR_NO_DEVICE)*(core.ErrNoDevice-C.CUCOPY_ERR_NO_DEVICE))
+	_ = uint8(255 + (core.ErrNoDriver-C.CUCOPY_ERR_NO_DRIVER)*(core.ErrNoDriver-C.CUCOPY_ERR_NO_DRIVER))
+	_ = uint8(255 + (core.ErrCUDA-C.CUCOPY_ERR_CUDA)*(core.ErrCUDA-C.CUCOPY_ERR_CUDA))
+	_ = uint8(255 + (core.ErrForked-C.CUCOPY_ERR_FORKED)*(core.ErrForked-C.CUCOPY_ERR_FORKED))
+	_ = uint8(255 + (core.ErrInternal-C.CUCOPY_ERR_INTERNAL)*(core.ErrInternal-C.CUCOPY_ERR_INTERNAL))
+	_ = uint8(255 + (core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI)*(core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI))
+	_ = uint8(255 + (core.LogTrace-C.CUCOPY_LOG_TRACE)*(core.LogTrace-C.CUCOPY_LOG_TRACE))
+	_ = uint8(255 + (core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP)*(core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP))
+	_ = uint8(255 + (core.MaxIOV - core.MaxIOV))
+)
+
+// core.IOV is read in place from the caller's cucopy_iov_t array.
+var (
+	_ [unsafe.Sizeof(core.IOV{}) - C.sizeof_cucopy_iov_t]struct{}
+	_ [C.sizeof_cucopy_iov_t - unsafe.Sizeof(core.IOV{})]struct{}
+	_ [unsafe.Offsetof(core.IOV{}.Length) - unsafe.Offsetof(C.cucopy_iov_t{}.length)]struct{}
+	_ [unsafe.Offsetof(C.cucopy_iov_t{}.length) - unsafe.Offsetof(core.IOV{}.Length)]struct{}
+)
+
+var (
+	contexts = newHandleTable[core.Context]("context", 1024)
+	ifaces   = newHandleTable[core.Iface]("iface", 4096)
+	eps      = newHandleTable[core.Ep]("ep", 1<<16)
+)
+
+const (
+	contextParamsKnown = C.CUCOPY_CONTEXT_PARAM_DRIVER_PATH | C.CUCOPY_CONTEXT_PARAM_LOG_LEVEL
+	ifaceParamsKnown   = C.CUCOPY_IFACE_PARAM_THREAD_MODE | C.CUCOPY_IFACE_PARAM_MAX_POLL | C.CUCOPY_IFACE_PARAM_MAX_EVENTS
+	ifaceAttrKnown     = C.CUCOPY_IFACE_ATTR_CAP_FLAGS | C.CUCOPY_IFACE_ATTR_MAX_IOV | C.CUCOPY_IFACE_ATTR_MAX_POLL |
+		C.CUCOPY_IFACE_ATTR_MAX_EVENTS | C.CUCOPY_IFACE_ATTR_THREAD_MODE | C.CUCOPY_IFACE_ATTR_DEVICE_COUNT
+)
+
+func setLastError(msg string) {
+	if msg == "" {
+		return
+	}
+	C.cucopy_set_last_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+}
+
+// fail records err as the thread's last error and returns its status.
+func fail(err error) C.int {
+	setLastError(err.Error())
+	return C.int(core.StatusOf(err))
+}
+
+func failf(st core.Status, op, format string, args ...any) C.int {
+	return fail(&core.Error{Status: st, Op: op, Msg: fmt.Sprintf(format, args...)})
+}
+
+// result maps a core (status, error) pair to the C return value.
+func result(st core.Status, err error) C.int {
+	if err != nil {
+		return fail(err)
+	}
+	return C.int(st)
+}
+
+// internalError turns a panic inside an export into CUCOPY_ERR_INTERNAL and
+// poisons the handle in use, so that the bug cannot spread silently.
+func internalError(op string, r any, poison interface{ Store(bool) }) C.int {
+	if poison != nil {
+		poison.Store(true)
+	}
+	fmt.Fprintf(os.Stderr, "cucopy error: internal error in %s: %v\n%s", op, r, debug.Stack())
+	return failf(core.ErrInternal, op, "internal error: %v (the handle is now unusable)", r)
+}
+
+func lookup[T any](t *handleTable[T], h C.uint64_t, op string) (*handleEntry[T], C.int) {
+	e := t.entry(uint64(h))
+	if e == nil {
+		return nil, failf(core.ErrHandle, op, "invalid %s handle (NULL, closed or destroyed)", t.kind)
+	}
+	if e.poisoned.Load() {
+		return nil, failf(core.ErrHandle, op, "%s handle unusable after an earlier internal error", t.kind)
+	}
+	return e, 0
+}
+
+// testFaultSink keeps the deliberate nil dereference of CUCOPY_TEST_FAULT
+// from being optimized away.
+var testFaultSink int
+
+//export cucopyGoContextCreate
+func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
+	const op = "context_create"
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, nil)
+		}
+	}()
+	if haveOut == 0 {
+		return failf(core.ErrInvalid, op, "ctx_p is NULL")
+	}
+	if initErr != nil {
+		return fail(initErr)
+	}
+	cfg, err := core.LoadConfig(os.Getenv)
+	if err != nil {
+		return fail(&core.Error{Status: core.ErrInvalid, Op: op, Msg: err.Error()})
+	}
+	if params != nil {
+		mask := uint64(params.field_mask)
+		if mask&^contextParamsKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^contextParamsKnown)
+		}
+		if mask&C.CUCOPY_CONTEXT_PARAM_DRIVER_PATH != 0 {
+			if params.driver_path == nil || *params.driver_path == 0 {
+				return failf(core.ErrInvalid, op, "driver_path is NULL or empty")
+			}
+			cfg.DriverPath = C.GoString(params.driver_path)
+		}
+		if mask&C.CUCOPY_CONTEXT_PARAM_LOG_LEVEL != 0 {
+			lvl := core.LogLevel(params.log_level)
+			if lvl < core.LogError || lvl > core.LogTrace {
+				return failf(core.ErrInvalid, op, "log_level %d: want 0 (error) to 4 (trace)", int(lvl))
+			}
+			cfg.LogLevel = lvl
+		}
+	}
+	core.SetLogLevel(cfg.LogLevel)
+	drv, err := cudadrv.Open(cfg.DriverPath)
+	if err != nil {
+		st := core.ErrNoDriver
+		if _, ok := err.(*cudadrv.LoadError); !ok {
+			st = core.ErrInvalid // a second, different driver path
+		}
+		return fail(&core.Error{Status: st, Op: op, Err: err})
+	}
+	if os.Getenv("CUCOPY_TEST_FAULT") == "nil_deref" {
+		var p *int
+		testFaultSink = *p // test hook: a fault inside the library must come back as a status
+	}
+	ctx, err := core.NewContext(drv, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	h := contexts.add(ctx)
+	if h == 0 {
+		return failf(core.ErrNoResource, op, "too many contexts")
+	}
+	*out = C.uint64_t(h)
+	return 0
+}
+
+//export cucopyGoContextDestroy
+func cucopyGoContextDestroy(h C.uint64_t) (rc C.int) {
+	const op = "context_destroy"
+	e, rc := lookup(contexts, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	if err := e.obj.Destroy(); err != nil {
+		return fail(err)
+	}
+	contexts.remove(uint64(h))
+	return 0
+}
+
+//export cucopyGoDeviceCount
+func cucopyGoDeviceCount(h C.uint64_t, count *C.int) C.int {
+	const op = "device_count"
+	e, rc := lookup(contexts, h, op)
+	if e == nil {
+		return rc
+	}
+	if count == nil {
+		return failf(core.ErrInvalid, op, "count is NULL")
+	}
+	*count = C.int(e.obj.DeviceCount())
+	return 0
+}
+
+//export cucopyGoIfaceOpen
+func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
+	const op = "iface_open"
+	e, rc := lookup(contexts, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	if haveOut == 0 {
+		return failf(core.ErrInvalid, op, "iface_p is NULL")
+	}
+	cfg := e.obj.Config()
+	p := core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: cfg.MaxPoll, MaxEvents: cfg.MaxEvents}
+	if params != nil {
+		mask := uint64(params.field_mask)
+		if mask&^ifaceParamsKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^ifaceParamsKnown)
+		}
+		if mask&C.CUCOPY_IFACE_PARAM_THREAD_MODE != 0 {
+			p.ThreadMode = core.ThreadMode(params.thread_mode)
+			if p.ThreadMode != core.ThreadSingle && p.ThreadMode != core.ThreadMulti {
+				return failf(core.ErrInvalid, op, "thread_mode %d: want SINGLE (0) or MULTI (1)", int(p.ThreadMode))
+			}
+		}
+		if mask&C.CUCOPY_IFACE_PARAM_MAX_POLL != 0 {
+			p.MaxPoll = uint32(params.max_poll)
+			if err := core.CheckLimit("max_poll", p.MaxPoll); err != nil {
+				return failf(core.ErrInvalid, op, "%v", err)
+			}
+		}
+		if mask&C.CUCOPY_IFACE_PARAM_MAX_EVENTS != 0 {
+			p.MaxEvents = uint32(params.max_events)
+			if err := core.CheckLimit("max_events", p.MaxEvents); err != nil {
+				return failf(core.ErrInvalid, op, "%v", err)
+			}
+		}
+	}
+	iface, err := e.obj.OpenIface(p)
+	if err != nil {
+		return fail(err)
+	}
+	ih := ifaces.add(iface)
+	if ih == 0 {
+		iface.Close()
+		return failf(core.ErrNoResource, op, "too many ifaces")
+	}
+	*out = C.uint64_t(ih)
+	return 0
+}
+
+//export cucopyGoIfaceClose
+func cucopyGoIfaceClose(h C.uint64_t) (rc C.int) {
+	const op = "iface_close"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	err := e.obj.Close()
+	ifaces.remove(uint64(h))
+	return result(core.OK, err)
+}
+
+//export cucopyGoIfaceQuery
+func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) (rc C.int) {
+	const op = "iface_query"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	if attr == nil {
+		return failf(core.ErrInvalid, op, "attr is NULL")
+	}
+	mask := uint64(attr.field_mask)
+	if mask&^ifaceAttrKnown != 0 {
+		return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^ifaceAttrKnown)
+	}
+	iface := e.obj
+	p := iface.Params()
+	if mask&C.CUCOPY_IFACE_ATTR_CAP_FLAGS != 0 {
+		caps := uint64(C.CUCOPY_IFACE_CAP_PUT_SHORT | C.CUCOPY_IFACE_CAP_GET_SHORT | C.CUCOPY_IFACE_CAP_PUT_ZCOPY |
+			C.CUCOPY_IFACE_CAP_GET_ZCOPY | C.CUCOPY_IFACE_CAP_EVENT_FD | C.CUCOPY_IFACE_CAP_CROSS_DEVICE)
+		if iface.Context().Driver().HasCtxID() {
+			caps |= C.CUCOPY_IFACE_CAP_CONTEXT_ID
+		}
+		attr.cap_flags = C.uint64_t(caps)
+	}
+	if mask&C.CUCOPY_IFACE_ATTR_MAX_IOV != 0 {
+		attr.max_iov = core.MaxIOV
+	}
+	if mask&C.CUCOPY_IFACE_ATTR_MAX_POLL != 0 {
+		attr.max_poll = C.unsigned(p.MaxPoll)
+	}
+	if mask&C.CUCOPY_IFACE_ATTR_MAX_EVENTS != 0 {
+		attr.max_events = C.unsigned(p.MaxEvents)
+	}
+	if mask&C.CUCOPY_IFACE_ATTR_THREAD_MODE != 0 {
+		attr.thread_mode = C.cucopy_thread_mode_t(p.ThreadMode)
+	}
+	if mask&C.CUCOPY_IFACE_ATTR_DEVICE_COUNT != 0 {
+		attr.device_count = C.int(iface.Context().DeviceCount())
+	}
+	return 0
+}
+
+// runCompletions runs the completions progress made ready, one at a time
+// and outside the iface lock: a callback may call back into the library.
+func runCompletions(iface *core.Iface) {
+	for {
+		comp, st, ok := iface.NextReady()
+		if !ok {
+			return
+		}
+		C.cucopy_complete(C.uintptr_t(comp), C.int(st))
+	}
+}
+
+//export cucopyGoIfaceProgress
+func cucopyGoIfaceProgress(h C.uint64_t) (rc C.int) {
+	const op = "iface_progress"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	n, err := e.obj.Progress()
+	if err != nil {
+		return fail(err)
+	}
+	runCompletions(e.obj)
+	return C.int(n)
+}
+
+func flush(iface *core.Iface, op string, flags C.unsigned, comp C.uintptr_t) C.int {
+	if flags != 0 {
+		return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
+	}
+	return result(iface.Flush(op, uintptr(comp)))
+}
+
+//export cucopyGoIfaceFlush
+func cucopyGoIfaceFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) (rc C.int) {
+	const op = "iface_flush"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	return flush(e.obj, op, flags, comp)
+}
+
+//export cucopyGoIfaceEventFd
+func cucopyGoIfaceEventFd(h C.uint64_t, fd *C.int) (rc C.int) {
+	const op = "iface_event_fd"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	if fd == nil {
+		return failf(core.ErrInvalid, op, "fd_p is NULL")
+	}
+	n, err := e.obj.EventFD()
+	if err != nil {
+		return fail(err)
+	}
+	*fd = C.int(n)
+	return 0
+}
+
+//export cucopyGoIfaceEventArm
+func cucopyGoIfaceEventArm(h C.uint64_t, events C.unsigned) (rc C.int) {
+	const op = "iface_event_arm"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	st, err := e.obj.Arm(uint32(events))
+	if err == nil && st == core.ErrBusy {
+		setLastError("iface_event_arm: completions are ready; call cucopy_iface_progress")
+	}
+	return result(st, err)
+}
+
+//export cucopyGoEpCreate
+func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
+	const op = "ep_create"
+	e, rc := lookup(ifaces, h, op)
+	if e == nil {
+		return rc
+	}
+	if haveOut == 0 {
+		return failf(core.ErrInvalid, op, "ep_p is NULL")
+	}
+	ep, err := e.obj.NewEp()
+	if err != nil {
+		return fail(err)
+	}
+	eh := eps.add(ep)
+	if eh == 0 {
+		ep.Destroy()
+		return failf(core.ErrNoResource, op, "too many endpoints")
+	}
+	*out = C.uint64_t(eh)
+	return 0
+}
+
+//export cucopyGoEpDestroy
+func cucopyGoEpDestroy(h C.uint64_t) C.int {
+	e, rc := lookup(eps, h, "ep_destroy")
+	if e == nil {
+		return rc
+	}
+	e.obj.Destroy()
+	eps.remove(uint64(h))
+	return 0
+}
+
+//export cucopyGoEpShort
+func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_t, remote C.uint64_t) (rc C.int) {
+	op := "get_short"
+	if put != 0 {
+		op = "put_short"
+	}
+	e, rc := lookup(eps, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	if err := e.obj.Short(put != 0, uintptr(buffer), uint64(length), uint64(remote)); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+//export cucopyGoEpZcopy
+func cucopyGoEpZcopy(h C.uint64_t, put C.int, iov *C.cucopy_iov_t, iovcnt C.size_t, remote C.uint64_t, comp C.uintptr_t) (rc C.int) {
+	op := "get_zcopy"
+	if put != 0 {
+		op = "put_zcopy"
+	}
+	e, rc := lookup(eps, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	if iovcnt == 0 || iovcnt > core.MaxIOV {
+		return failf(core.ErrInvalid, op, "iovcnt %d: want 1 to %d", uint64(iovcnt), core.MaxIOV)
+	}
+	if iov == nil {
+		return failf(core.ErrInvalid, op, "iov is NULL")
+	}
+	v := unsafe.Slice((*core.IOV)(unsafe.Pointer(iov)), int(iovcnt))
+	return result(e.obj.Zcopy(put != 0, v, uint64(remote), uintptr(comp)))
+}
+
+//export cucopyGoEpFlush
+func cucopyGoEpFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) (rc C.int) {
+	const op = "ep_flush"
+	e, rc := lookup(eps, h, op)
+	if e == nil {
+		return rc
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	if flags != 0 {
+		return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
+	}
+	return result(e.obj.Flush(uintptr(comp)))
+}

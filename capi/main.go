@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+// Command capi is libcucopy.so: the C ABI of include/cucopy.h over package
+// core, built with -buildmode=c-shared. The public C functions are C
+// wrappers (wrappers.c) over the //export functions of exports.go.
+//
+// init only reads configuration and sets GOMAXPROCS: the driver is loaded
+// at the first cucopy_context_create, never here (dlopen from a Go init can
+// deadlock when the library is itself being dlopened).
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+
+	"github.com/cucopy/cucopy/core"
+)
+
+func main() {}
+
+// initErr is a configuration error found at load time, reported by the
+// first cucopy_context_create.
+var initErr error
+
+func init() {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return // the user's explicit choice wins
+	}
+	// MPI core binding often leaves an affinity mask of one CPU, which would
+	// serialize every thread calling in; keep at least 2.
+	n := max(2, runtime.GOMAXPROCS(0))
+	if v := os.Getenv("CUCOPY_GOMAXPROCS"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 || p > 4096 {
+			initErr = &core.Error{Status: core.ErrInvalid, Op: "context_create",
+				Msg: fmt.Sprintf("CUCOPY_GOMAXPROCS=%q: want an integer from 1 to 4096", v)}
+			return
+		}
+		n = p
+	}
+	runtime.GOMAXPROCS(n)
+}

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The public functions of include/cucopy.h.
+ *
+ * Each is a C wrapper over a Go export. Including both the public header and
+ * cgo's generated _cgo_export.h here makes any drift between the two a
+ * compile error of `go build`. The wrappers refuse every call in a forked
+ * child before it reaches Go (the child would hang in the Go scheduler), and
+ * answer what needs no Go (version, status strings, last error) in C.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "_cgo_export.h"
+#include "capi.h"
+#include "cucopy.h"
+
+static __thread char last_error[1024];
+static volatile sig_atomic_t forked;
+
+static void mark_forked(void)
+{
+    forked = 1;
+}
+
+__attribute__((constructor)) static void install_fork_guard(void)
+{
+    pthread_atfork(NULL, NULL, mark_forked);
+}
+
+void cucopy_set_last_error(const char *msg, size_t len)
+{
+    if (len >= sizeof(last_error))
+        len = sizeof(last_error) - 1;
+    memcpy(last_error, msg, len);
+    last_error[len] = '\0';
+}
+
+static cucopy_status_t refuse_forked(const char *op)
+{
+    snprintf(last_error, sizeof(last_error),
+             "%s: called in a child process after fork(); cucopy and CUDA cannot be used there",
+             op);
+    return CUCOPY_ERR_FORKED;
+}
+
+#define GUARD(op)                                                                      \
+    do {                                                                               \
+        if (forked)                                                                    \
+            return refuse_forked(op);                                                  \
+    } while (0)
+
+#define H(h) ((uint64_t)(uintptr_t)(h))
+
+void cucopy_complete(uintptr_t comp_addr, int status)
+{
+    cucopy_completion_t *comp = (cucopy_completion_t *)comp_addr;
+    if (status < 0 && comp->status == CUCOPY_OK)
+        comp->status = (cucopy_status_t)status;
+    if (--comp->count == 0 && comp->func != NULL)
+        comp->func(comp);
+}
+
+unsigned cucopy_get_version(void)
+{
+    return CUCOPY_VERSION;
+}
+
+const char *cucopy_status_string(cucopy_status_t status)
+{
+    switch (status) {
+    case CUCOPY_OK:
+        return "CUCOPY_OK: success";
+    case CUCOPY_INPROGRESS:
+        return "CUCOPY_INPROGRESS: operation in progress";
+    case CUCOPY_ERR_INVALID_PARAM:
+        return "CUCOPY_ERR_INVALID_PARAM: invalid argument";
+    case CUCOPY_ERR_INVALID_HANDLE:
+        return "CUCOPY_ERR_INVALID_HANDLE: invalid, closed or poisoned handle";
+    case CUCOPY_ERR_NO_MEMORY:
+        return "CUCOPY_ERR_NO_MEMORY: out of host memory";
+    case CUCOPY_ERR_NO_RESOURCE:
+        return "CUCOPY_ERR_NO_RESOURCE: limit reached, progress and retry";
+    case CUCOPY_ERR_BUSY:
+        return "CUCOPY_ERR_BUSY: busy";
+    case CUCOPY_ERR_UNSUPPORTED:
+        return "CUCOPY_ERR_UNSUPPORTED: unsupported";
+    case CUCOPY_ERR_NO_DEVICE:
+        return "CUCOPY_ERR_NO_DEVICE: no usable device or context";
+    case CUCOPY_ERR_NO_DRIVER:
+        return "CUCOPY_ERR_NO_DRIVER: CUDA driver not loadable";
+    case CUCOPY_ERR_CUDA:
+        return "CUCOPY_ERR_CUDA: CUDA driver call failed";
+    case CUCOPY_ERR_FORKED:
+        return "CUCOPY_ERR_FORKED: called in a forked child";
+    case CUCOPY_ERR_INTERNAL:
+        return "CUCOPY_ERR_INTERNAL: internal error";
+    }
+    return "unknown status";
+}
+
+const char *cucopy_last_error(void)
+{
+    return last_error;
+}
+
+cucopy_status_t cucopy_context_create(const cucopy_context_params_t *params,
+                                      cucopy_context_h *ctx_p)
+{
+    GUARD("context_create");
+    cucopy_signals_reassert();
+    uint64_t h = 0;
+    cucopy_status_t st =
+        (cucopy_status_t)cucopyGoContextCreate((cucopy_context_params_t *)params, ctx_p != NULL, &h);
+    if (ctx_p != NULL)
+        *ctx_p = st == CUCOPY_OK ? (cucopy_context_h)(uintptr_t)h : NULL;
+    return st;
+}
+
+cucopy_status_t cucopy_context_destroy(cucopy_context_h ctx)
+{
+    GUARD("context_destroy");
+    return ctx == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoContextDestroy(H(ctx));
+}
+
+cucopy_status_t cucopy_device_count(cucopy_context_h ctx, int *count)
+{
+    GUARD("device_count");
+    return (cucopy_status_t)cucopyGoDeviceCount(H(ctx), count);
+}
+
+cucopy_status_t cucopy_iface_open(cucopy_context_h ctx, const cucopy_iface_params_t *params,
+                                  cucopy_iface_h *iface_p)
+{
+    GUARD("iface_open");
+    cucopy_signals_reassert();
+    uint64_t h = 0;
+    cucopy_status_t st = (cucopy_status_t)cucopyGoIfaceOpen(
+        H(ctx), (cucopy_iface_params_t *)params, iface_p != NULL, &h);
+    if (iface_p != NULL)
+        *iface_p = st == CUCOPY_OK ? (cucopy_iface_h)(uintptr_t)h : NULL;
+    return st;
+}
+
+cucopy_status_t cucopy_iface_close(cucopy_iface_h iface)
+{
+    GUARD("iface_close");
+    return iface == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoIfaceClose(H(iface));
+}
+
+cucopy_status_t cucopy_iface_query(cucopy_iface_h iface, cucopy_iface_attr_t *attr)
+{
+    GUARD("iface_query");
+    return (cucopy_status_t)cucopyGoIfaceQuery(H(iface), attr);
+}
+
+int cucopy_iface_progress(cucopy_iface_h iface)
+{
+    GUARD("iface_progress");
+    return cucopyGoIfaceProgress(H(iface));
+}
+
+cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned flags, cucopy_completion_t *comp)
+{
+    GUARD("iface_flush");
+    return (cucopy_status_t)cucopyGoIfaceFlush(H(iface), flags, (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_iface_event_fd(cucopy_iface_h iface, int *fd_p)
+{
+    GUARD("iface_event_fd");
+    return (cucopy_status_t)cucopyGoIfaceEventFd(H(iface), fd_p);
+}
+
+cucopy_status_t cucopy_iface_event_arm(cucopy_iface_h iface, unsigned events)
+{
+    GUARD("iface_event_arm");
+    return (cucopy_status_t)cucopyGoIfaceEventArm(H(iface), events);
+}
+
+cucopy_status_t cucopy_ep_create(cucopy_iface_h iface, cucopy_ep_h *ep_p)
+{
+    GUARD("ep_create");
+    uint64_t h = 0;
+    cucopy_status_t st = (cucopy_status_t)cucopyGoEpCreate(H(iface), ep_p != NULL, &h);
+    if (ep_p != NULL)
+        *ep_p = st == CUCOPY_OK ? (cucopy_ep_h)(uintptr_t)h : NULL;
+    return st;
+}
+
+cucopy_status_t cucopy_ep_destroy(cucopy_ep_h ep)
+{
+    GUARD("ep_destroy");
+    return ep == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoEpDestroy(H(ep));
+}
+
+cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer, size_t length,
+                                    uint64_t remote_addr)
+{
+    GUARD("put_short");
+    return (cucopy_status_t)cucopyGoEpShort(H(ep), 1, (uintptr_t)buffer, length, remote_addr);
+}
+
+cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, size_t length,
+                                    uint64_t remote_addr)
+{
+    GUARD("get_short");
+    return (cucopy_status_t)cucopyGoEpShort(H(ep), 0, (uintptr_t)buffer, length, remote_addr);
+}
+
+cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
+                                    uint64_t remote_addr, cucopy_completion_t *comp)
+{
+    GUARD("put_zcopy");
+    return (cucopy_status_t)cucopyGoEpZcopy(H(ep), 1, (cucopy_iov_t *)iov, iovcnt, remote_addr,
+                                            (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
+                                    uint64_t remote_addr, cucopy_completion_t *comp)
+{
+    GUARD("get_zcopy");
+    return (cucopy_status_t)cucopyGoEpZcopy(H(ep), 0, (cucopy_iov_t *)iov, iovcnt, remote_addr,
+                                            (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_ep_flush(cucopy_ep_h ep, unsigned flags, cucopy_completion_t *comp)
+{
+    GUARD("ep_flush");
+    return (cucopy_status_t)cucopyGoEpFlush(H(ep), flags, (uintptr_t)comp);
+}

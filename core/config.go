@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Config is the process configuration read from CUCOPY_* environment
+// variables; context and iface params override parts of it.
+type Config struct {
+	DriverPath string   // CUCOPY_CUDA_DRIVER, default "libcuda.so.1"
+	MaxPoll    uint32   // CUCOPY_MAX_POLL, default 16
+	MaxEvents  uint32   // CUCOPY_MAX_EVENTS, default 4096 (per CUDA context)
+	LogLevel   LogLevel // CUCOPY_LOG_LEVEL, default warn
+	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
+}
+
+// Defaults and limits.
+const (
+	DefaultDriverPath = "libcuda.so.1"
+	DefaultMaxPoll    = 16
+	DefaultMaxEvents  = 4096
+	MaxIOV            = 64
+	maxEventsLimit    = 1 << 20
+	maxPollLimit      = 1 << 16
+)
+
+// LoadConfig reads the CUCOPY_* variables through getenv. An invalid value
+// is an error naming the variable; nothing is silently ignored.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	cfg := Config{
+		DriverPath: DefaultDriverPath,
+		MaxPoll:    DefaultMaxPoll,
+		MaxEvents:  DefaultMaxEvents,
+		LogLevel:   LogWarn,
+	}
+	if v := getenv("CUCOPY_CUDA_DRIVER"); v != "" {
+		cfg.DriverPath = v
+	}
+	var err error
+	if cfg.MaxPoll, err = parseCount(getenv, "CUCOPY_MAX_POLL", DefaultMaxPoll, maxPollLimit); err != nil {
+		return cfg, err
+	}
+	if cfg.MaxEvents, err = parseCount(getenv, "CUCOPY_MAX_EVENTS", DefaultMaxEvents, maxEventsLimit); err != nil {
+		return cfg, err
+	}
+	if v := getenv("CUCOPY_LOG_LEVEL"); v != "" {
+		if cfg.LogLevel, err = ParseLogLevel(v); err != nil {
+			return cfg, err
+		}
+	}
+	if v := getenv("CUCOPY_STATS"); v != "" {
+		if cfg.Stats, err = parseBool(v); err != nil {
+			return cfg, fmt.Errorf("CUCOPY_STATS=%q: %v", v, err)
+		}
+	}
+	return cfg, nil
+}
+
+func parseCount(getenv func(string) string, name string, def, limit uint32) (uint32, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+	if err != nil || n < 1 || n > uint64(limit) {
+		return 0, fmt.Errorf("%s=%q: want an integer from 1 to %d", name, v, limit)
+	}
+	return uint32(n), nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "y", "yes", "on", "true":
+		return true, nil
+	case "0", "n", "no", "off", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("want y/n, yes/no, on/off, 1/0 or true/false")
+}
+
+// CheckLimit validates a param value against the same bounds as the
+// environment variable it overrides.
+func CheckLimit(name string, v uint32) error {
+	limit := uint32(maxEventsLimit)
+	if name == "max_poll" {
+		limit = maxPollLimit
+	}
+	if v < 1 || v > limit {
+		return fmt.Errorf("%s=%d: want 1 to %d", name, v, limit)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+import (
+	"sync"
+
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+// Context is a cucopy context: the loaded driver and the memory domain.
+type Context struct {
+	drv     cudadrv.Interface
+	cfg     Config
+	devices int
+
+	mu     sync.Mutex
+	ifaces int // open ifaces
+}
+
+// NewContext creates a context over a loaded driver.
+func NewContext(drv cudadrv.Interface, cfg Config) (*Context, error) {
+	n, err := drv.DeviceCount()
+	if err != nil {
+		// No device is not an error for host-only use; the driver says 0.
+		return nil, driverError("context_create", "counting devices", err)
+	}
+	return &Context{drv: drv, cfg: cfg, devices: n}, nil
+}
+
+// Driver is the context's driver.
+func (c *Context) Driver() cudadrv.Interface { return c.drv }
+
+// Config is the effective configuration.
+func (c *Context) Config() Config { return c.cfg }
+
+// DeviceCount is the number of devices the driver shows.
+func (c *Context) DeviceCount() int { return c.devices }
+
+// Destroy fails with ErrBusy while ifaces are open on the context.
+func (c *Context) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ifaces > 0 {
+		return errorf(ErrBusy, "context_destroy", "%d iface(s) still open on this context", c.ifaces)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+import (
+	"math"
+
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+// IOV mirrors cucopy_iov_t: capi views the caller's C array as []IOV.
+type IOV struct {
+	Buffer uintptr
+	Length uint64
+}
+
+// Ep issues copies on its iface.
+type Ep struct {
+	iface *Iface
+}
+
+// NewEp creates an endpoint.
+func (i *Iface) NewEp() (*Ep, error) {
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return nil, errorf(ErrHandle, "ep_create", "iface is closed")
+	}
+	i.eps++
+	return &Ep{iface: i}, nil
+}
+
+// Iface is the endpoint's iface.
+func (e *Ep) Iface() *Iface { return e.iface }
+
+// Destroy forgets the endpoint; its outstanding copies complete through the iface.
+func (e *Ep) Destroy() {
+	i := e.iface
+	i.lock()
+	i.eps--
+	i.unlock()
+}
+
+func opName(put, short bool) string {
+	switch {
+	case put && short:
+		return "put_short"
+	case short:
+		return "get_short"
+	case put:
+		return "put_zcopy"
+	}
+	return "get_zcopy"
+}
+
+// endpoints orders a piece: put copies local → remote, get remote → local.
+func endpoints(put bool, local, remote uint64) (dst, src uint64) {
+	if put {
+		return remote, local
+	}
+	return local, remote
+}
+
+// Short copies synchronously.
+func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
+	op := opName(put, true)
+	if length == 0 {
+		return nil
+	}
+	if buffer == 0 || remote == 0 {
+		return errorf(ErrInvalid, op, "NULL buffer or remote address with length %d", length)
+	}
+	if uint64(buffer) > math.MaxUint64-length || remote > math.MaxUint64-length {
+		return errorf(ErrInvalid, op, "length %d overflows the address space", length)
+	}
+	i := e.iface
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return errorf(ErrHandle, op, "iface is closed")
+	}
+	c := &i.scratch
+	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync}
+	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
+	_, err := i.issue(op, c, -1)
+	return err
+}
+
+// Zcopy issues every iov entry, back to back from remote. It returns OK
+// when all pieces finished at once (CPU copies, zero length), InProgress
+// when comp will be completed later, or an error with nothing in flight.
+func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, error) {
+	op := opName(put, false)
+	if len(iov) == 0 || len(iov) > MaxIOV {
+		return ErrInvalid, errorf(ErrInvalid, op, "iovcnt %d: want 1 to %d", len(iov), MaxIOV)
+	}
+	var total uint64
+	for n, v := range iov {
+		if v.Length == 0 {
+			continue
+		}
+		if v.Buffer == 0 {
+			return ErrInvalid, errorf(ErrInvalid, op, "iov[%d]: NULL buffer with length %d", n, v.Length)
+		}
+		if uint64(v.Buffer) > math.MaxUint64-v.Length || total > math.MaxUint64-v.Length {
+			return ErrInvalid, errorf(ErrInvalid, op, "iov[%d]: length %d overflows", n, v.Length)
+		}
+		total += v.Length
+	}
+	if total == 0 {
+		return OK, nil
+	}
+	if remote == 0 || remote > math.MaxUint64-total {
+		return ErrInvalid, errorf(ErrInvalid, op, "remote address 0x%x with length %d is invalid", remote, total)
+	}
+
+	i := e.iface
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
+	}
+	idx := i.newOp(comp)
+	var issued [MaxIOV]pieceRef
+	n := 0
+	off := uint64(0)
+	c := &i.scratch
+	for _, v := range iov {
+		if v.Length == 0 {
+			continue
+		}
+		*c = cudadrv.CopyOp{Len: v.Length}
+		c.Dst, c.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		i.ops[idx].pending++
+		st, err := i.issue(op, c, idx)
+		if err != nil {
+			i.ops[idx].pending--
+			i.waitQueued(issued[:n])
+			i.abandonOp(idx)
+			return StatusOf(err), err
+		}
+		if st == cudadrv.CopyDone {
+			i.ops[idx].pending--
+		} else {
+			issued[n] = pieceRef{slot: c.Slot, kind: c.Kind}
+			n++
+		}
+		off += v.Length
+	}
+	if i.ops[idx].pending == 0 {
+		i.freeOps = append(i.freeOps, idx)
+		return OK, nil
+	}
+	return InProgress, nil
+}
+
+// abandonOp drops the completion of a failed operation; pieces still in
+// flight free it when they complete.
+func (i *Iface) abandonOp(idx int32) {
+	i.ops[idx].comp = 0
+	if i.ops[idx].pending == 0 {
+		i.freeOps = append(i.freeOps, idx)
+	}
+}
+
+// Flush flushes the endpoint. Its operations share the iface's queues, so
+// this waits for everything issued on the iface before it: a superset of
+// the endpoint's operations.
+func (e *Ep) Flush(comp uintptr) (Status, error) {
+	return e.iface.Flush("ep_flush", comp)
+}

@@ -1,0 +1,643 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+// ThreadMode mirrors cucopy_thread_mode_t.
+type ThreadMode int32
+
+const (
+	ThreadSingle ThreadMode = 0
+	ThreadMulti  ThreadMode = 1
+)
+
+// IfaceParams are the effective iface settings (params over configuration).
+type IfaceParams struct {
+	ThreadMode ThreadMode
+	MaxPoll    uint32
+	MaxEvents  uint32
+}
+
+// Iface owns, per CUDA context it has seen, a stream per direction kind, a
+// short stream and a capped pool of events, all created lazily on first use
+// and found again by context id (the slot table). It tracks outstanding
+// zcopy pieces in per-(context, kind) FIFO queues, completes them in
+// progress, and implements flush and the event fd.
+type Iface struct {
+	ctx    *Context
+	drv    cudadrv.Interface
+	params IfaceParams
+	multi  bool
+	mu     sync.Mutex // taken only in ThreadMulti
+
+	slots   []cudadrv.Slot    // what the copy hot path reads, by slot index
+	res     []*ctxResources   // the rest of each context's state, same index
+	primary []cudadrv.Context // per device: a primary context we retained, or 0
+
+	ops     []opState // operations with pieces in flight
+	freeOps []int32
+
+	flushes []flushReq
+	ready   []readyComp // completions to run, oldest first
+	readyAt int
+
+	scratch cudadrv.CopyOp // the copy being issued; under the lock, so no allocation per copy
+
+	fd     int // eventfd, -1 until first needed
+	closed bool
+	eps    int
+
+	cpuOps, cpuBytes uint64
+}
+
+// ctxResources is one CUDA context's resources beyond its slot.
+type ctxResources struct {
+	ctx         cudadrv.Context
+	id          uint64
+	device      int
+	ownsPrimary bool // we hold a retain on ctx, the device's primary context
+	events      int  // events created (in queues, free, or in the slot)
+	free        []cudadrv.Event
+	queues      [cudadrv.NumAsyncKinds]eventQueue
+	ops, bytes  [cudadrv.NumKinds]uint64
+}
+
+// eventQueue is a FIFO of zcopy pieces on one stream, each with its event.
+// events and opIdx are rings of the same capacity.
+type eventQueue struct {
+	events       []cudadrv.Event
+	opIdx        []int32
+	head, count  int
+	issued, done uint64 // pieces pushed and popped so far
+}
+
+// opState is one zcopy operation: its completion and how many of its
+// pieces are still in flight.
+type opState struct {
+	comp    uintptr
+	pending int32
+	status  Status
+}
+
+type readyComp struct {
+	comp   uintptr
+	status Status
+}
+
+type flushReq struct {
+	comp    uintptr
+	targets []flushTarget
+}
+
+type flushTarget struct {
+	slot, kind int
+	seq        uint64
+}
+
+// OpenIface opens an iface. No CUDA resource is created here.
+func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ifaces++
+	return &Iface{
+		ctx:     c,
+		drv:     c.drv,
+		params:  p,
+		multi:   p.ThreadMode == ThreadMulti,
+		primary: make([]cudadrv.Context, c.devices),
+		fd:      -1,
+	}, nil
+}
+
+func (i *Iface) lock() {
+	if i.multi {
+		i.mu.Lock()
+	}
+}
+
+func (i *Iface) unlock() {
+	if i.multi {
+		i.mu.Unlock()
+	}
+}
+
+// Params are the effective settings.
+func (i *Iface) Params() IfaceParams { return i.params }
+
+// Context is the cucopy context the iface was opened on.
+func (i *Iface) Context() *Context { return i.ctx }
+
+func (q *eventQueue) push(ev cudadrv.Event, op int32) {
+	if q.count == len(q.events) {
+		n := 2 * len(q.events)
+		if n == 0 {
+			n = 16
+		}
+		events := make([]cudadrv.Event, n)
+		ops := make([]int32, n)
+		for j := 0; j < q.count; j++ {
+			events[j] = q.events[(q.head+j)%len(q.events)]
+			ops[j] = q.opIdx[(q.head+j)%len(q.opIdx)]
+		}
+		q.events, q.opIdx, q.head = events, ops, 0
+	}
+	tail := (q.head + q.count) % len(q.events)
+	q.events[tail] = ev
+	q.opIdx[tail] = op
+	q.count++
+	q.issued++
+}
+
+// segment is the longest run of queued events, oldest first, that is
+// contiguous in the ring, capped at max.
+func (q *eventQueue) segment(max int) []cudadrv.Event {
+	n := min(q.count, len(q.events)-q.head, max)
+	return q.events[q.head : q.head+n]
+}
+
+func (q *eventQueue) pop() (cudadrv.Event, int32) {
+	ev, op := q.events[q.head], q.opIdx[q.head]
+	q.head = (q.head + 1) % len(q.events)
+	q.count--
+	q.done++
+	return ev, op
+}
+
+func (i *Iface) newOp(comp uintptr) int32 {
+	if n := len(i.freeOps); n > 0 {
+		idx := i.freeOps[n-1]
+		i.freeOps = i.freeOps[:n-1]
+		i.ops[idx] = opState{comp: comp}
+		return idx
+	}
+	i.ops = append(i.ops, opState{comp: comp})
+	return int32(len(i.ops) - 1)
+}
+
+// finishPiece accounts one finished piece of op idx.
+func (i *Iface) finishPiece(idx int32, st Status) {
+	op := &i.ops[idx]
+	op.pending--
+	if st < 0 && op.status == OK {
+		op.status = st
+	}
+	if op.pending > 0 {
+		return
+	}
+	if op.comp != 0 {
+		i.ready = append(i.ready, readyComp{comp: op.comp, status: op.status})
+	}
+	i.freeOps = append(i.freeOps, idx)
+}
+
+// releaseEvent gives a completed piece's event back to its context.
+func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
+	if i.slots[s].Event == 0 {
+		i.slots[s].Event = ev
+		return
+	}
+	i.res[s].free = append(i.res[s].free, ev)
+}
+
+// Progress completes finished pieces on every context and returns how many
+// operations completed; their completions are then taken with NextReady.
+func (i *Iface) Progress() (int, error) {
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
+	}
+	completed := 0
+	for s, r := range i.res {
+		for k := range r.queues {
+			q := &r.queues[k]
+			if q.count == 0 {
+				continue
+			}
+			done, err := i.drv.QueryEvents(r.ctx, q.segment(int(i.params.MaxPoll)))
+			for j := 0; j < done; j++ {
+				ev, op := q.pop()
+				i.releaseEvent(s, ev)
+				i.finishPiece(op, OK)
+				completed++
+			}
+			if err != nil {
+				// The head piece failed (e.g. a sticky error in this
+				// context): fail it; the other contexts go on.
+				logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
+					r.device, r.id, cudadrv.KindName(k), err)
+				ev, op := q.pop()
+				i.releaseEvent(s, ev)
+				i.finishPiece(op, ErrCUDA)
+				completed++
+			}
+		}
+	}
+	i.completeFlushes()
+	return completed, nil
+}
+
+// NextReady takes the oldest completion waiting to run. The caller runs it
+// outside the iface lock, so a completion callback may call back in.
+func (i *Iface) NextReady() (comp uintptr, st Status, ok bool) {
+	i.lock()
+	defer i.unlock()
+	if i.readyAt == len(i.ready) {
+		return 0, OK, false
+	}
+	rc := i.ready[i.readyAt]
+	i.readyAt++
+	if i.readyAt == len(i.ready) {
+		i.ready, i.readyAt = i.ready[:0], 0
+	}
+	return rc.comp, rc.status, true
+}
+
+func (i *Iface) completeFlushes() {
+	kept := i.flushes[:0]
+	for _, f := range i.flushes {
+		done := true
+		for _, t := range f.targets {
+			if i.res[t.slot].queues[t.kind].done < t.seq {
+				done = false
+				break
+			}
+		}
+		if done {
+			i.ready = append(i.ready, readyComp{comp: f.comp, status: OK})
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	i.flushes = kept
+}
+
+// Flush returns OK when nothing is outstanding, else InProgress, with comp
+// (if non-zero) completed once everything issued before has completed.
+func (i *Iface) Flush(op string, comp uintptr) (Status, error) {
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
+	}
+	var targets []flushTarget
+	for s, r := range i.res {
+		for k := range r.queues {
+			if q := &r.queues[k]; q.count > 0 {
+				targets = append(targets, flushTarget{slot: s, kind: k, seq: q.issued})
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return OK, nil
+	}
+	if comp != 0 {
+		i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
+	}
+	return InProgress, nil
+}
+
+// eventFD creates the eventfd on first use.
+func (i *Iface) eventFD() (int, error) {
+	if i.fd >= 0 {
+		return i.fd, nil
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return -1, &Error{Status: ErrNoResource, Op: "iface_event_fd", Msg: "eventfd", Err: err}
+	}
+	i.fd = fd
+	return fd, nil
+}
+
+// EventFD returns the iface's eventfd.
+func (i *Iface) EventFD() (int, error) {
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return -1, errorf(ErrHandle, "iface_event_fd", "iface is closed")
+	}
+	return i.eventFD()
+}
+
+// EventSendComp is CUCOPY_EVENT_SEND_COMP.
+const EventSendComp = 1
+
+// Arm arms the event fd: ErrBusy when completions are waiting, else every
+// queue with pieces in flight gets a host function that writes the fd when
+// the stream reaches it.
+func (i *Iface) Arm(events uint32) (Status, error) {
+	if events&^EventSendComp != 0 {
+		return ErrInvalid, errorf(ErrInvalid, "iface_event_arm", "unknown event bits 0x%x", events&^EventSendComp)
+	}
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return ErrHandle, errorf(ErrHandle, "iface_event_arm", "iface is closed")
+	}
+	fd, err := i.eventFD()
+	if err != nil {
+		return StatusOf(err), err
+	}
+	var buf [8]byte
+	for {
+		if _, err := unix.Read(fd, buf[:]); err != nil {
+			break // EAGAIN: drained
+		}
+	}
+	if i.readyAt < len(i.ready) {
+		return ErrBusy, nil
+	}
+	if events == 0 {
+		return OK, nil
+	}
+	for s, r := range i.res {
+		for k := range r.queues {
+			q := &r.queues[k]
+			if q.count == 0 {
+				continue
+			}
+			busy, err := i.drv.Arm(r.ctx, i.slots[s].Stream[k], q.events[q.head], fd)
+			if err != nil {
+				return ErrCUDA, driverError("iface_event_arm", fmt.Sprintf("device %d", r.device), err)
+			}
+			if busy {
+				return ErrBusy, nil
+			}
+		}
+	}
+	return OK, nil
+}
+
+// addSlot makes a slot for a context seen for the first time. When ctx is
+// its device's primary context, a retain is held so that the program
+// releasing its own retain cannot destroy the context under our resources.
+func (i *Iface) addSlot(ctx cudadrv.Context, id uint64) (int, error) {
+	dev, err := i.drv.ContextDevice(ctx)
+	if err != nil {
+		return -1, driverError("copy", "querying the device of a context", err)
+	}
+	r := &ctxResources{ctx: ctx, id: id, device: dev}
+	if active, err := i.drv.PrimaryActive(dev); err == nil && active {
+		if p, err := i.drv.PrimaryRetain(dev); err == nil {
+			if p == ctx {
+				r.ownsPrimary = true
+			} else if err := i.drv.PrimaryRelease(dev); err != nil {
+				logf(LogWarn, "releasing the primary context of device %d: %v", dev, err)
+			}
+		}
+	}
+	i.slots = append(i.slots, cudadrv.Slot{CtxID: id, Ctx: ctx, Device: int32(dev)})
+	i.res = append(i.res, r)
+	logf(LogDebug, "new context: device %d, context id %d, slot %d", dev, id, len(i.slots)-1)
+	return len(i.slots) - 1, nil
+}
+
+// usePrimary retains the primary context of dev for memory that has no
+// owning context, if the program has activated it.
+func (i *Iface) usePrimary(op string, dev int) error {
+	active, err := i.drv.PrimaryActive(dev)
+	if err != nil {
+		return driverError(op, fmt.Sprintf("primary context state of device %d", dev), err)
+	}
+	if !active {
+		return errorf(ErrNoDevice, op, "memory of device %d has no owning context and the device's primary context is not active; cucopy does not activate it", dev)
+	}
+	ctx, err := i.drv.PrimaryRetain(dev)
+	if err != nil {
+		return driverError(op, fmt.Sprintf("retaining the primary context of device %d", dev), err)
+	}
+	i.primary[dev] = ctx
+	return nil
+}
+
+// firstActivePrimary is the context for managed memory whose device is
+// unknown when the caller has no current context; 0 if none is active.
+func (i *Iface) firstActivePrimary(op string) (cudadrv.Context, error) {
+	for dev := range i.primary {
+		if i.primary[dev] != 0 {
+			return i.primary[dev], nil
+		}
+		if active, err := i.drv.PrimaryActive(dev); err == nil && active {
+			if err := i.usePrimary(op, dev); err != nil {
+				return 0, err
+			}
+			return i.primary[dev], nil
+		}
+	}
+	return 0, nil
+}
+
+// issue runs one copy piece, doing the cold work the driver layer asks for
+// (new slot, stream, event, primary context, peer access) and retrying. It
+// returns CopyDone, CopyQueued (the piece is in a queue under opIdx), or an
+// error. The caller holds the lock.
+func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopyStatus, error) {
+	for {
+		st := i.drv.Copy(i.slots, i.primary, c)
+		switch st {
+		case cudadrv.CopyDone:
+			if c.Slot >= 0 {
+				i.res[c.Slot].ops[c.Kind]++
+				i.res[c.Slot].bytes[c.Kind] += c.Len
+			} else {
+				i.cpuOps++
+				i.cpuBytes += c.Len
+			}
+			return st, nil
+		case cudadrv.CopyQueued:
+			s := int(c.Slot)
+			r := i.res[s]
+			r.queues[c.Kind].push(c.Event, opIdx)
+			r.ops[c.Kind]++
+			r.bytes[c.Kind] += c.Len
+			i.slots[s].Event = 0
+			if n := len(r.free); n > 0 {
+				i.slots[s].Event = r.free[n-1]
+				r.free = r.free[:n-1]
+			}
+			return st, nil
+		case cudadrv.CopyNeedSlot:
+			if _, err := i.addSlot(c.Ctx, c.CtxID); err != nil {
+				return st, err
+			}
+		case cudadrv.CopyNeedStream:
+			s := &i.slots[c.Slot]
+			stream, err := i.drv.StreamCreate(s.Ctx)
+			if err != nil {
+				return st, driverError(op, fmt.Sprintf("creating the %s stream on device %d", cudadrv.KindName(int(c.Kind)), s.Device), err)
+			}
+			s.Stream[c.Kind] = stream
+		case cudadrv.CopyNeedEvent:
+			r := i.res[c.Slot]
+			if r.events >= int(i.params.MaxEvents) {
+				return st, errorf(ErrNoResource, op, "all %d events of device %d (context id %d) are in flight; call progress and retry", i.params.MaxEvents, r.device, r.id)
+			}
+			ev, err := i.drv.EventCreate(r.ctx)
+			if err != nil {
+				return st, driverError(op, fmt.Sprintf("creating an event on device %d", r.device), err)
+			}
+			r.events++
+			i.slots[c.Slot].Event = ev
+		case cudadrv.CopyNeedPrimary:
+			if c.Device >= 0 {
+				if err := i.usePrimary(op, int(c.Device)); err != nil {
+					return st, err
+				}
+				continue
+			}
+			ctx, err := i.firstActivePrimary(op)
+			if err != nil {
+				return st, err
+			}
+			if ctx == 0 {
+				c.Flags |= cudadrv.CopyForceCPU
+			} else {
+				c.Flags |= cudadrv.CopyFallbackCtx
+				c.Ctx = ctx
+			}
+		case cudadrv.CopyNeedPeer:
+			s := &i.slots[c.Slot]
+			if err := i.drv.EnablePeer(s.Ctx, c.PeerCtx); err != nil {
+				logf(LogInfo, "peer access from device %d not enabled (%v); the driver stages the copy", s.Device, err)
+			}
+			if s.NPeers == cudadrv.MaxPeers {
+				copy(s.Peer[:], s.Peer[1:])
+				s.NPeers--
+			}
+			s.Peer[s.NPeers] = c.PeerCtx
+			s.NPeers++
+		case cudadrv.CopyOutOfRange:
+			which := "source"
+			if c.Side == 1 {
+				which = "destination"
+			}
+			return st, errorf(ErrInvalid, op, "%s range [0x%x, +%d) crosses the end of its allocation", which, pick(c.Side == 1, c.Dst, c.Src), c.Len)
+		default:
+			return st, driverError(op, "", i.drv.Error(c.Err))
+		}
+	}
+}
+
+func pick(cond bool, a, b uint64) uint64 {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// waitQueued waits for pieces already issued by an operation that then
+// failed, so that an error return never leaves a copy running on the
+// caller's buffers. The pieces still complete through progress.
+func (i *Iface) waitQueued(issued []pieceRef) {
+	for _, p := range issued {
+		s := i.slots[p.slot]
+		if err := i.drv.StreamSynchronize(s.Ctx, s.Stream[p.kind]); err != nil {
+			logf(LogWarn, "waiting for a failed operation's pieces on device %d: %v", s.Device, err)
+		}
+	}
+}
+
+type pieceRef struct{ slot, kind int32 }
+
+// Close waits for the copies in flight and releases every resource.
+// Pending completions are dropped.
+func (i *Iface) Close() error {
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return errorf(ErrHandle, "iface_close", "iface is already closed")
+	}
+	i.closed = true
+	var errs []error
+	note := func(what string, dev int, err error) {
+		var r *cudadrv.Result
+		if errors.As(err, &r) && r.Code == cudadrv.ErrorDeinitialized {
+			return // process exit: the driver is already gone
+		}
+		errs = append(errs, fmt.Errorf("%s on device %d: %w", what, dev, err))
+	}
+	for s, r := range i.res {
+		slot := &i.slots[s]
+		for k, stream := range slot.Stream {
+			if stream == 0 {
+				continue
+			}
+			if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil {
+				note("synchronizing a stream", r.device, err)
+			}
+			if err := i.drv.StreamDestroy(r.ctx, stream); err != nil {
+				note("destroying a stream", r.device, err)
+			}
+			slot.Stream[k] = 0
+		}
+		events := r.free
+		if slot.Event != 0 {
+			events = append(events, slot.Event)
+		}
+		for k := range r.queues {
+			q := &r.queues[k]
+			for q.count > 0 {
+				ev, _ := q.pop()
+				events = append(events, ev)
+			}
+		}
+		for _, ev := range events {
+			if err := i.drv.EventDestroy(r.ctx, ev); err != nil {
+				note("destroying an event", r.device, err)
+			}
+		}
+		if r.ownsPrimary {
+			if err := i.drv.PrimaryRelease(r.device); err != nil {
+				note("releasing the primary context", r.device, err)
+			}
+		}
+	}
+	for dev, p := range i.primary {
+		if p != 0 {
+			if err := i.drv.PrimaryRelease(dev); err != nil {
+				note("releasing the primary context", dev, err)
+			}
+		}
+	}
+	if i.ctx.cfg.Stats {
+		i.printStats()
+	}
+	if i.fd >= 0 {
+		unix.Close(i.fd)
+		i.fd = -1
+	}
+	i.ctx.mu.Lock()
+	i.ctx.ifaces--
+	i.ctx.mu.Unlock()
+	if len(errs) > 0 {
+		return &Error{Status: ErrCUDA, Op: "iface_close", Msg: "releasing resources", Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+func (i *Iface) printStats() {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cucopy stats: iface closed; cpu copies %d (%d bytes)\n", i.cpuOps, i.cpuBytes)
+	for _, r := range i.res {
+		fmt.Fprintf(&b, "  device %d context id %d: events %d", r.device, r.id, r.events)
+		for k := 0; k < cudadrv.NumKinds; k++ {
+			if r.ops[k] > 0 {
+				fmt.Fprintf(&b, ", %s %d ops %d bytes", cudadrv.KindName(k), r.ops[k], r.bytes[k])
+			}
+		}
+		b.WriteString("\n")
+	}
+	os.Stderr.WriteString(b.String())
+}

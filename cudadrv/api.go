@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+// Package cudadrv is cucopy's binding of the CUDA driver API.
+//
+// The driver is loaded at run time (dlopen of libcuda.so.1 or a chosen path)
+// and its entry points are resolved once, through cuGetProcAddress, into a
+// table of function pointers (cudadrv/entry_points.h is the one list). Go
+// calls thin C functions, one per operation, so the per-copy hot path crosses
+// cgo once. Interface is what the core depends on; tests substitute a Go fake.
+package cudadrv
+
+import "fmt"
+
+// Context, Stream and Event are driver handles (CUcontext, CUstream,
+// CUevent). They are opaque integers on the Go side and never dereferenced.
+type (
+	Context uintptr
+	Stream  uintptr
+	Event   uintptr
+)
+
+// Stream kinds: the zcopy directions (first NumAsyncKinds) and the short
+// stream. They mirror CD_KIND_* in cd_shim.h.
+const (
+	KindH2D       = 0
+	KindD2H       = 1
+	KindD2D       = 2 // both buffers in one context
+	KindPeer      = 3 // device buffers of two different contexts
+	NumAsyncKinds = 4
+	KindShort     = 4
+	NumKinds      = 5
+	MaxPeers      = 16
+)
+
+// KindName names a stream kind for messages and statistics.
+func KindName(kind int) string {
+	switch kind {
+	case KindH2D:
+		return "h2d"
+	case KindD2H:
+		return "d2h"
+	case KindD2D:
+		return "d2d"
+	case KindPeer:
+		return "peer"
+	case KindShort:
+		return "short"
+	}
+	return fmt.Sprintf("kind%d", kind)
+}
+
+// Slot is one CUDA context's resources as the copy hot path needs them. It
+// mirrors struct cd_slot (cd_shim.h; layout checked at compile time). The
+// core owns and writes it between calls; Copy reads it during a call.
+type Slot struct {
+	CtxID  uint64
+	Ctx    Context
+	Stream [NumKinds]Stream
+	Event  Event // the next free event, 0 if none
+	Peer   [MaxPeers]Context
+	Device int32
+	NPeers int32
+}
+
+// Copy flags (CD_COPY_*).
+const (
+	CopySync     = 1 << 0 // short: copy on the short stream, then synchronize
+	CopyForceCPU = 1 << 1 // managed memory without a usable context: CPU copy
+	// CopyFallbackCtx: managed memory without an owning context runs on op.Ctx.
+	CopyFallbackCtx = 1 << 2
+)
+
+// CopyStatus is the outcome of Interface.Copy (CD_COPY_*).
+type CopyStatus int32
+
+const (
+	CopyDone        CopyStatus = 0 // finished: a CPU copy or a synchronized short copy
+	CopyQueued      CopyStatus = 1 // issued on op.Slot, op.Kind; op.Event recorded after it
+	CopyNeedSlot    CopyStatus = 2 // context op.Ctx (op.CtxID) has no slot
+	CopyNeedStream  CopyStatus = 3 // slot op.Slot lacks the stream of op.Kind
+	CopyNeedEvent   CopyStatus = 4 // slot op.Slot has no free event
+	CopyNeedPrimary CopyStatus = 5 // memory without an owning context on device op.Device (-1 unknown)
+	CopyNeedPeer    CopyStatus = 6 // peer access from op.Slot to op.PeerCtx not tried yet
+	CopyOutOfRange  CopyStatus = 7 // the range crosses the end of its allocation (op.Side 0 src, 1 dst)
+	CopyDriverError CopyStatus = 8 // op.Err names the failed call
+)
+
+// CallError is a failed driver call as the C side reports it (struct cd_err).
+type CallError struct {
+	Entry  int32 // index into the entry-point list, -1 for none
+	Result uint32
+}
+
+// CopyOp is one copy request and its outcome; mirrors struct cd_copy_op.
+type CopyOp struct {
+	Dst, Src, Len uint64
+	Flags         uint32
+	NDevices      int32 // length of the primary-context table passed to Copy
+	Slot          int32
+	Kind          int32
+	Device        int32
+	Side          int32
+	Ctx           Context
+	CtxID         uint64
+	PeerCtx       Context
+	Event         Event
+	Err           CallError
+}
+
+// Result is a failed CUDA driver call: which call, its CUresult and the
+// result's name. It is the error type of every driver operation.
+type Result struct {
+	Call string
+	Code uint32
+	Name string
+}
+
+func (r *Result) Error() string {
+	return fmt.Sprintf("%s failed: %s (%d)", r.Call, r.Name, r.Code)
+}
+
+// CUresult values the core acts on.
+const (
+	ErrorDeinitialized     = 4
+	ErrorNotReady          = 600
+	ErrorPeerAlreadyEnable = 704
+)
+
+// Device attributes the tools read (CUdevice_attribute).
+const (
+	AttrMultiprocessorCount  = 16
+	AttrPCIBusID             = 33
+	AttrUnifiedAddressing    = 41
+	AttrComputeCapabilityMaj = 75
+	AttrComputeCapabilityMin = 76
+	AttrManagedMemory        = 83
+)
+
+// Capability is an optional driver entry point and whether the loaded driver has it.
+type Capability struct {
+	Name    string
+	Present bool
+}
+
+// Interface is the driver as the core uses it. Methods that need a context
+// take it explicitly; none changes the calling thread's current context.
+type Interface interface {
+	// Path is the library that was loaded; Version its CUDA version (e.g. 13000).
+	Path() string
+	Version() int
+	Capabilities() []Capability
+	// HasCtxID says whether cuCtxGetId exists (CUDA >= 12); without it,
+	// contexts are keyed by handle.
+	HasCtxID() bool
+	// Error turns a CallError from Copy, QueryEvents or Arm into a *Result.
+	Error(e CallError) error
+
+	DeviceCount() (int, error)
+	DeviceName(dev int) (string, error)
+	DeviceAttribute(dev, attr int) (int, error)
+	DeviceTotalMem(dev int) (uint64, error)
+	DevicePCIBusID(dev int) (string, error)
+	CanAccessPeer(dev, peer int) (bool, error)
+
+	CurrentContext() (Context, error)
+	ContextID(ctx Context) (uint64, error)
+	ContextDevice(ctx Context) (int, error)
+	PrimaryActive(dev int) (bool, error)
+	PrimaryRetain(dev int) (Context, error)
+	PrimaryRelease(dev int) error
+	// EnablePeer enables access from ctx to peer's memory; "already
+	// enabled" counts as success.
+	EnablePeer(ctx, peer Context) error
+
+	StreamCreate(ctx Context) (Stream, error)
+	StreamDestroy(ctx Context, s Stream) error
+	StreamSynchronize(ctx Context, s Stream) error
+	EventCreate(ctx Context) (Event, error)
+	EventDestroy(ctx Context, e Event) error
+
+	// Copy classifies both buffers, picks the context, and issues the copy
+	// when everything it needs is in slots; otherwise it says what is missing
+	// and issues nothing. primary holds the retained primary context of each
+	// device (0 if none), len(primary) == op.NDevices.
+	Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus
+	// QueryEvents queries events in order (with ctx current) and returns
+	// how many leading ones completed; err is set when a query failed.
+	QueryEvents(ctx Context, events []Event) (done int, err error)
+	// Arm returns busy when head already completed; otherwise it makes the
+	// driver write to fd once stream reaches its current end.
+	Arm(ctx Context, stream Stream, head Event, fd int) (busy bool, err error)
+}

@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One C function per operation. The rule every function keeps: push the
+ * context it needs only when that context is not current, pop it before
+ * returning, on every path.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cd_shim.h"
+
+#define CD_CALL(err_, idx_, call_)                                                     \
+    do {                                                                               \
+        cdResult cd_r_ = (call_);                                                      \
+        if (cd_r_ != CD_SUCCESS) {                                                     \
+            (err_)->entry = (idx_);                                                    \
+            (err_)->result = cd_r_;                                                    \
+            goto out;                                                                  \
+        }                                                                              \
+    } while (0)
+
+/* Make ctx current if it is not; *pushed says whether a pop is owed. */
+static cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err)
+{
+    cdContext cur = NULL;
+    cdResult r = cd.cuCtxGetCurrent(&cur);
+    *pushed = 0;
+    if (r != CD_SUCCESS) {
+        err->entry = CD_IDX_cuCtxGetCurrent;
+        err->result = r;
+        return r;
+    }
+    if (cur == ctx)
+        return CD_SUCCESS;
+    r = cd.cuCtxPushCurrent(ctx);
+    if (r != CD_SUCCESS) {
+        err->entry = CD_IDX_cuCtxPushCurrent;
+        err->result = r;
+        return r;
+    }
+    *pushed = 1;
+    return CD_SUCCESS;
+}
+
+/* Pop what cd_enter pushed. A failing pop is reported unless an earlier error is. */
+static void cd_leave(int pushed, cd_err *err)
+{
+    if (!pushed)
+        return;
+    cdContext popped = NULL;
+    cdResult r = cd.cuCtxPopCurrent(&popped);
+    if (r != CD_SUCCESS && err->result == CD_SUCCESS) {
+        err->entry = CD_IDX_cuCtxPopCurrent;
+        err->result = r;
+    }
+}
+
+/* What one pointer is. */
+typedef struct cd_mem {
+    unsigned int type; /* CD_MEMORYTYPE_*, 0 for memory CUDA does not know */
+    cdContext ctx;     /* owning context, NULL for VMM/pool memory and plain host memory */
+    int ordinal;       /* device ordinal */
+    unsigned int managed;
+    cdDevicePtr start; /* allocation start, 0 if unknown */
+    size_t size;       /* allocation size, 0 if unknown */
+} cd_mem;
+
+static cdResult cd_classify(cdDevicePtr ptr, cd_mem *m)
+{
+    static unsigned int attrs[6] = {
+        CD_POINTER_ATTRIBUTE_MEMORY_TYPE,      CD_POINTER_ATTRIBUTE_CONTEXT,
+        CD_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CD_POINTER_ATTRIBUTE_IS_MANAGED,
+        CD_POINTER_ATTRIBUTE_RANGE_START_ADDR, CD_POINTER_ATTRIBUTE_RANGE_SIZE,
+    };
+    void *data[6] = {&m->type, &m->ctx, &m->ordinal, &m->managed, &m->start, &m->size};
+    memset(m, 0, sizeof(*m));
+    m->ordinal = -1;
+    return cd.cuPointerGetAttributes(6, attrs, data, ptr);
+}
+
+/* Host memory: CPU-accessible, no GPU needed for a host-to-host copy. */
+static int cd_is_host(const cd_mem *m)
+{
+    return !m->managed && m->type != CD_MEMORYTYPE_DEVICE;
+}
+
+/* Device-side memory whose range must lie inside its allocation. */
+static int cd_crosses_end(const cd_mem *m, uint64_t ptr, uint64_t len)
+{
+    if (cd_is_host(m) || m->size == 0 || ptr < m->start)
+        return 0;
+    return len > m->size - (ptr - m->start);
+}
+
+static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintptr_t ctx)
+{
+    for (int32_t i = 0; i < nslots; i++)
+        if (slots[i].ctx_id == id && slots[i].ctx == ctx)
+            return i;
+    return -1;
+}
+
+static int cd_peer_tried(const cd_slot *s, uintptr_t peer)
+{
+    for (int32_t i = 0; i < s->npeers; i++)
+        if (s->peer[i] == peer)
+            return 1;
+    return 0;
+}
+
+/*
+ * The context a device-side buffer runs on: its owning context, else the
+ * primary context of its device (VMM, pools), else for managed memory the
+ * caller's current context. 0 with *status set when Go must help first.
+ */
+static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_op *op,
+                             int *status)
+{
+    if (m->ctx != NULL)
+        return (uintptr_t)m->ctx;
+    if (m->ordinal >= 0 && m->ordinal < op->ndevices && primary[m->ordinal] != 0)
+        return primary[m->ordinal];
+    if (m->managed && (op->flags & CD_COPY_FALLBACK_CTX))
+        return op->ctx;
+    if (m->managed) {
+        cdContext cur = NULL;
+        if (cd.cuCtxGetCurrent(&cur) == CD_SUCCESS && cur != NULL)
+            return (uintptr_t)cur;
+    }
+    op->device = m->managed ? -1 : m->ordinal;
+    *status = CD_COPY_NEED_PRIMARY;
+    return 0;
+}
+
+int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op)
+{
+    cd_mem src;
+    cd_mem dst;
+    op->err.entry = -1;
+    op->err.result = CD_SUCCESS;
+    op->slot = -1;
+    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->src, &src));
+    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->dst, &dst));
+    if (cd_crosses_end(&src, op->src, op->len)) {
+        op->side = 0;
+        return CD_COPY_OUT_OF_RANGE;
+    }
+    if (cd_crosses_end(&dst, op->dst, op->len)) {
+        op->side = 1;
+        return CD_COPY_OUT_OF_RANGE;
+    }
+
+    /* Both sides CPU-accessible: copy on the CPU, touch no context. */
+    if ((cd_is_host(&src) && cd_is_host(&dst)) || (op->flags & CD_COPY_FORCE_CPU)) {
+        memmove((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src, (size_t)op->len);
+        return CD_COPY_DONE;
+    }
+
+    int status = CD_COPY_DONE;
+    int kind;
+    uintptr_t ctx;
+    uintptr_t peer = 0;
+    if (cd_is_host(&src)) {
+        kind = CD_KIND_H2D;
+        ctx = cd_exec_ctx(&dst, primary, op, &status);
+    } else if (cd_is_host(&dst)) {
+        kind = CD_KIND_D2H;
+        ctx = cd_exec_ctx(&src, primary, op, &status);
+    } else {
+        ctx = cd_exec_ctx(&src, primary, op, &status);
+        if (ctx != 0)
+            peer = cd_exec_ctx(&dst, primary, op, &status);
+        kind = peer == ctx ? CD_KIND_D2D : CD_KIND_PEER;
+    }
+    if (ctx == 0 || (kind == CD_KIND_PEER && peer == 0))
+        return status;
+
+    uint64_t id = (uint64_t)ctx;
+    if (cd.cuCtxGetId != NULL)
+        CD_CALL(&op->err, CD_IDX_cuCtxGetId, cd.cuCtxGetId((cdContext)ctx, (unsigned long long *)&id));
+    int s = cd_find_slot(slots, nslots, id, ctx);
+    op->ctx = ctx;
+    op->ctx_id = id;
+    op->kind = (op->flags & CD_COPY_SYNC) ? CD_KIND_SHORT : kind;
+    if (s < 0) {
+        op->device = -1;
+        return CD_COPY_NEED_SLOT;
+    }
+    op->slot = s;
+    cd_slot *slot = &slots[s];
+    if (kind == CD_KIND_PEER && !cd_peer_tried(slot, peer)) {
+        op->peer_ctx = peer;
+        return CD_COPY_NEED_PEER;
+    }
+    cdStream stream = (cdStream)slot->stream[op->kind];
+    if (stream == NULL)
+        return CD_COPY_NEED_STREAM;
+    cdEvent event = (cdEvent)slot->event;
+    if (!(op->flags & CD_COPY_SYNC) && event == NULL)
+        return CD_COPY_NEED_EVENT;
+
+    int pushed = 0;
+    if (cd_enter((cdContext)ctx, &pushed, &op->err) != CD_SUCCESS)
+        return CD_COPY_DRIVER_ERROR;
+    cdResult r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
+    if (r != CD_SUCCESS) {
+        op->err.entry = CD_IDX_cuMemcpyAsync;
+        op->err.result = r;
+    } else if (op->flags & CD_COPY_SYNC) {
+        r = cd.cuStreamSynchronize(stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuStreamSynchronize;
+            op->err.result = r;
+        }
+    } else {
+        r = cd.cuEventRecord(event, stream);
+        if (r != CD_SUCCESS) {
+            /* The copy is in flight without an event: wait for it so that an
+             * error return never leaves a copy running on the caller's buffers. */
+            op->err.entry = CD_IDX_cuEventRecord;
+            op->err.result = r;
+            (void)cd.cuStreamSynchronize(stream);
+        }
+    }
+    cd_leave(pushed, &op->err);
+    if (op->err.result != CD_SUCCESS)
+        return CD_COPY_DRIVER_ERROR;
+    if (op->flags & CD_COPY_SYNC)
+        return CD_COPY_DONE;
+    op->event = (uintptr_t)event;
+    return CD_COPY_QUEUED;
+out:
+    return CD_COPY_DRIVER_ERROR;
+}
+
+int32_t cd_query_events(uintptr_t ctx, const uintptr_t *events, int32_t n, cd_err *err)
+{
+    int pushed = 0;
+    int32_t done = 0;
+    err->entry = -1;
+    err->result = CD_SUCCESS;
+    if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
+        return 0;
+    for (; done < n; done++) {
+        cdResult r = cd.cuEventQuery((cdEvent)events[done]);
+        if (r == CD_ERROR_NOT_READY)
+            break;
+        if (r != CD_SUCCESS) {
+            err->entry = CD_IDX_cuEventQuery;
+            err->result = r;
+            break;
+        }
+    }
+    cd_leave(pushed, err);
+    return done;
+}
+
+/* Runs on a driver thread when the stream reaches it: only wakes the eventfd. */
+static void cd_notify_fd(void *user_data)
+{
+    uint64_t one = 1;
+    ssize_t n = write((int)(intptr_t)user_data, &one, sizeof(one));
+    (void)n; /* EAGAIN: the counter is already non-zero, the fd already readable */
+}
+
+int32_t cd_arm(uintptr_t ctx, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err)
+{
+    int pushed = 0;
+    int32_t busy = 0;
+    err->entry = -1;
+    err->result = CD_SUCCESS;
+    if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
+        return -1;
+    cdResult r = cd.cuEventQuery((cdEvent)head_event);
+    if (r == CD_SUCCESS) {
+        busy = 1;
+    } else if (r != CD_ERROR_NOT_READY) {
+        err->entry = CD_IDX_cuEventQuery;
+        err->result = r;
+    } else {
+        r = cd.cuLaunchHostFunc((cdStream)stream, cd_notify_fd, (void *)(intptr_t)fd);
+        if (r != CD_SUCCESS) {
+            err->entry = CD_IDX_cuLaunchHostFunc;
+            err->result = r;
+        }
+    }
+    cd_leave(pushed, err);
+    return err->result != CD_SUCCESS ? -1 : busy;
+}
+
+/* Cold paths. */
+
+#define CD_SIMPLE(err_, idx_, call_)                                                   \
+    do {                                                                               \
+        (err_)->entry = -1;                                                            \
+        (err_)->result = CD_SUCCESS;                                                   \
+        CD_CALL(err_, idx_, call_);                                                    \
+        return 0;                                                                      \
+    out:                                                                               \
+        return -1;                                                                     \
+    } while (0)
+
+/* Run `call_` with ctx current; pop afterwards. */
+#define CD_IN_CTX(ctx_, err_, idx_, call_)                                             \
+    do {                                                                               \
+        int pushed_ = 0;                                                               \
+        (err_)->entry = -1;                                                            \
+        (err_)->result = CD_SUCCESS;                                                   \
+        if (cd_enter((cdContext)(ctx_), &pushed_, (err_)) != CD_SUCCESS)               \
+            return -1;                                                                 \
+        cdResult r_ = (call_);                                                         \
+        if (r_ != CD_SUCCESS) {                                                        \
+            (err_)->entry = (idx_);                                                    \
+            (err_)->result = r_;                                                       \
+        }                                                                              \
+        cd_leave(pushed_, (err_));                                                     \
+        return (err_)->result == CD_SUCCESS ? 0 : -1;                                  \
+    } while (0)
+
+int cd_ctx_current(uintptr_t *ctx, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuCtxGetCurrent, cd.cuCtxGetCurrent((cdContext *)ctx));
+}
+
+int cd_ctx_id(uintptr_t ctx, uint64_t *id, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuCtxGetId, cd.cuCtxGetId((cdContext)ctx, (unsigned long long *)id));
+}
+
+int cd_ctx_device(uintptr_t ctx, int32_t *device, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuCtxGetDevice, cd.cuCtxGetDevice((cdDevice *)device));
+}
+
+int cd_primary_state(int32_t device, int32_t *active, cd_err *err)
+{
+    unsigned int flags = 0;
+    CD_SIMPLE(err, CD_IDX_cuDevicePrimaryCtxGetState,
+              cd.cuDevicePrimaryCtxGetState(device, &flags, (int *)active));
+}
+
+int cd_primary_retain(int32_t device, uintptr_t *ctx, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDevicePrimaryCtxRetain,
+              cd.cuDevicePrimaryCtxRetain((cdContext *)ctx, device));
+}
+
+int cd_primary_release(int32_t device, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDevicePrimaryCtxRelease, cd.cuDevicePrimaryCtxRelease(device));
+}
+
+int cd_enable_peer(uintptr_t ctx, uintptr_t peer, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuCtxEnablePeerAccess, cd.cuCtxEnablePeerAccess((cdContext)peer, 0));
+}
+
+int cd_stream_create(uintptr_t ctx, uintptr_t *stream, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuStreamCreate,
+              cd.cuStreamCreate((cdStream *)stream, CD_STREAM_NON_BLOCKING));
+}
+
+int cd_stream_destroy(uintptr_t ctx, uintptr_t stream, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuStreamDestroy, cd.cuStreamDestroy((cdStream)stream));
+}
+
+int cd_stream_sync(uintptr_t ctx, uintptr_t stream, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuStreamSynchronize, cd.cuStreamSynchronize((cdStream)stream));
+}
+
+int cd_event_create(uintptr_t ctx, uintptr_t *event, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuEventCreate,
+              cd.cuEventCreate((cdEvent *)event, CD_EVENT_DISABLE_TIMING));
+}
+
+int cd_event_destroy(uintptr_t ctx, uintptr_t event, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuEventDestroy, cd.cuEventDestroy((cdEvent)event));
+}
+
+int cd_device_count(int32_t *count, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceGetCount, cd.cuDeviceGetCount((int *)count));
+}
+
+int cd_device_name(int32_t device, char *name, int32_t len, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceGetName, cd.cuDeviceGetName(name, len, device));
+}
+
+int cd_device_attr(int32_t device, uint32_t attr, int32_t *value, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceGetAttribute, cd.cuDeviceGetAttribute((int *)value, attr, device));
+}
+
+int cd_device_total_mem(int32_t device, uint64_t *bytes, cd_err *err)
+{
+    size_t b = 0;
+    err->entry = -1;
+    err->result = CD_SUCCESS;
+    CD_CALL(err, CD_IDX_cuDeviceTotalMem, cd.cuDeviceTotalMem(&b, device));
+    *bytes = b;
+    return 0;
+out:
+    return -1;
+}
+
+int cd_device_pci_bus_id(int32_t device, char *bus_id, int32_t len, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceGetPCIBusId, cd.cuDeviceGetPCIBusId(bus_id, len, device));
+}
+
+int cd_can_access_peer(int32_t device, int32_t peer, int32_t *can, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceCanAccessPeer, cd.cuDeviceCanAccessPeer((int *)can, device, peer));
+}

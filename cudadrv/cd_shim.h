@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cudadrv's C side: the driver table and one C function per operation.
+ *
+ * Go calls these with integer arguments and pointers to Go structs that hold
+ * no Go pointers. Every function that needs a CUDA context pushes it only when
+ * it is not already current and always pops it before returning, so the
+ * calling thread's current context is unchanged. A whole operation (choose the
+ * context, push, copy, record, pop) is one call: one cgo crossing.
+ */
+#ifndef CUCOPY_CD_SHIM_H
+#define CUCOPY_CD_SHIM_H
+
+#include <stdint.h>
+
+#include "cd_types.h"
+
+/* Index of every entry point: CD_IDX_cuInit, ... */
+enum {
+#define CD_ENTRY(name, symbol, version, use, params) CD_IDX_##name,
+#include "entry_points.h"
+#undef CD_ENTRY
+    CD_NUM_ENTRIES
+};
+
+/* The driver table. */
+struct cd_table {
+#define CD_ENTRY(name, symbol, version, use, params) cdResult(*name) params;
+#include "entry_points.h"
+#undef CD_ENTRY
+};
+extern struct cd_table cd;
+
+extern const char *const cd_entry_name[CD_NUM_ENTRIES];
+extern const int cd_entry_use[CD_NUM_ENTRIES];
+
+/* Load results. */
+enum {
+    CD_LOAD_OK = 0,
+    CD_LOAD_DLOPEN = 1,  /* dlopen failed; message in err */
+    CD_LOAD_MISSING = 2, /* a required entry point is missing; its name in err */
+    CD_LOAD_INIT = 3     /* cuInit or cuDriverGetVersion failed; *result says why */
+};
+int cd_load(const char *path, int *driver_version, cdResult *result, char *err, int errlen);
+int cd_entry_present(int idx);
+
+/* A failed driver call: which entry point, and its CUresult. */
+typedef struct cd_err {
+    int32_t entry;
+    uint32_t result;
+} cd_err;
+
+/*
+ * Stream kinds. The first CD_NUM_ASYNC_KINDS carry zcopy operations with
+ * events; CD_KIND_SHORT carries the synchronous short operations.
+ */
+enum {
+    CD_KIND_H2D = 0,
+    CD_KIND_D2H = 1,
+    CD_KIND_D2D = 2,  /* both buffers in the same context */
+    CD_KIND_PEER = 3, /* device buffers of two different contexts */
+    CD_NUM_ASYNC_KINDS = 4,
+    CD_KIND_SHORT = 4,
+    CD_NUM_KINDS = 5
+};
+
+#define CD_MAX_PEERS 16
+
+/*
+ * One CUDA context's resources, as the hot path needs them. Owned and written
+ * by Go (core's iface) outside calls; read by cd_copy during a call.
+ */
+typedef struct cd_slot {
+    uint64_t ctx_id;                   /* cuCtxGetId, or the handle without it */
+    uintptr_t ctx;                     /* CUcontext */
+    uintptr_t stream[CD_NUM_KINDS];    /* 0 until created */
+    uintptr_t event;                   /* the next free event, 0 if none */
+    uintptr_t peer[CD_MAX_PEERS];      /* contexts peer access was tried for */
+    int32_t device;                    /* the context's device ordinal */
+    int32_t npeers;
+} cd_slot;
+
+/* cd_copy_op.flags */
+enum {
+    CD_COPY_SYNC = 1u << 0,     /* short: copy on the short stream and synchronize */
+    CD_COPY_FORCE_CPU = 1u << 1, /* managed memory with no usable context: CPU copy */
+    CD_COPY_FALLBACK_CTX = 1u << 2 /* managed memory with no owning context: run on op->ctx */
+};
+
+/* cd_copy results */
+enum {
+    CD_COPY_DONE = 0,         /* finished (a CPU copy, or a synchronized short copy) */
+    CD_COPY_QUEUED = 1,       /* issued on slot `slot`, stream `kind`; its event recorded */
+    CD_COPY_NEED_SLOT = 2,    /* the context (ctx, ctx_id, device) has no slot yet */
+    CD_COPY_NEED_STREAM = 3,  /* slot `slot` lacks the stream of `kind` */
+    CD_COPY_NEED_EVENT = 4,   /* slot `slot` has no free event */
+    CD_COPY_NEED_PRIMARY = 5, /* memory without owning context on device `device` (-1: unknown) */
+    CD_COPY_NEED_PEER = 6,    /* peer access from slot `slot` to `peer_ctx` not tried yet */
+    CD_COPY_OUT_OF_RANGE = 7, /* the range crosses the end of its allocation (`side`: 0 src, 1 dst) */
+    CD_COPY_DRIVER_ERROR = 8  /* err says which call failed */
+};
+
+typedef struct cd_copy_op {
+    /* in */
+    uint64_t dst;
+    uint64_t src;
+    uint64_t len;
+    uint32_t flags;
+    int32_t ndevices;
+    /* out */
+    int32_t slot;
+    int32_t kind;
+    int32_t device;
+    int32_t side;
+    uintptr_t ctx;
+    uint64_t ctx_id;
+    uintptr_t peer_ctx;
+    uintptr_t event; /* the event recorded (QUEUED) */
+    cd_err err;
+} cd_copy_op;
+
+int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op);
+
+/* Progress and event fd. */
+int32_t cd_query_events(uintptr_t ctx, const uintptr_t *events, int32_t n, cd_err *err);
+int32_t cd_arm(uintptr_t ctx, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err);
+
+/* Cold paths: resources and queries. Each returns 0 or sets *err and returns -1. */
+int cd_ctx_current(uintptr_t *ctx, cd_err *err);
+int cd_ctx_id(uintptr_t ctx, uint64_t *id, cd_err *err);
+int cd_ctx_device(uintptr_t ctx, int32_t *device, cd_err *err);
+int cd_primary_state(int32_t device, int32_t *active, cd_err *err);
+int cd_primary_retain(int32_t device, uintptr_t *ctx, cd_err *err);
+int cd_primary_release(int32_t device, cd_err *err);
+int cd_enable_peer(uintptr_t ctx, uintptr_t peer, cd_err *err);
+int cd_stream_create(uintptr_t ctx, uintptr_t *stream, cd_err *err);
+int cd_stream_destroy(uintptr_t ctx, uintptr_t stream, cd_err *err);
+int cd_stream_sync(uintptr_t ctx, uintptr_t stream, cd_err *err);
+int cd_event_create(uintptr_t ctx, uintptr_t *event, cd_err *err);
+int cd_event_destroy(uintptr_t ctx, uintptr_t event, cd_err *err);
+int cd_device_count(int32_t *count, cd_err *err);
+int cd_device_name(int32_t device, char *name, int32_t len, cd_err *err);
+int cd_device_attr(int32_t device, uint32_t attr, int32_t *value, cd_err *err);
+int cd_device_total_mem(int32_t device, uint64_t *bytes, cd_err *err);
+int cd_device_pci_bus_id(int32_t device, char *bus_id, int32_t len, cd_err *err);
+int cd_can_access_peer(int32_t device, int32_t peer, int32_t *can, cd_err *err);
+const char *cd_error_name(uint32_t result);
+
+#endif

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The project's own declarations of the CUDA driver ABI subset it uses.
+ *
+ * No CUDA header exists on the build machine, so the types, enum values and
+ * prototypes are written here by hand. Opaque handle types use the same
+ * struct tags as cuda.h (struct CUctx_st, ...), so pointers to them are
+ * compatible with the real declarations; tests/gpu/check_cuda_h.c includes
+ * this file together with the real cuda.h and proves every value, name and
+ * prototype equal (it runs on a GPU machine, where cuda.h exists).
+ */
+#ifndef CUCOPY_CD_TYPES_H
+#define CUCOPY_CD_TYPES_H
+
+#include <stddef.h>
+
+typedef unsigned int cdResult; /* CUresult: an enum, unsigned int in C */
+typedef int cdDevice;
+typedef unsigned long long cdDevicePtr;
+typedef unsigned long long cdU64;
+typedef struct CUctx_st *cdContext;
+typedef struct CUstream_st *cdStream;
+typedef struct CUevent_st *cdEvent;
+typedef void (*cdHostFn)(void *user_data);
+struct CUmemcpyAttributes_st;
+
+/* CUresult values the project names. */
+#define CD_SUCCESS                          0
+#define CD_ERROR_INVALID_VALUE              1
+#define CD_ERROR_OUT_OF_MEMORY              2
+#define CD_ERROR_NOT_INITIALIZED            3
+#define CD_ERROR_DEINITIALIZED              4
+#define CD_ERROR_NO_DEVICE                  100
+#define CD_ERROR_INVALID_DEVICE             101
+#define CD_ERROR_INVALID_CONTEXT            201
+#define CD_ERROR_PEER_ACCESS_UNSUPPORTED    217
+#define CD_ERROR_INVALID_HANDLE             400
+#define CD_ERROR_NOT_FOUND                  500
+#define CD_ERROR_NOT_READY                  600
+#define CD_ERROR_ILLEGAL_ADDRESS            700
+#define CD_ERROR_PEER_ACCESS_ALREADY_ENABLED 704
+#define CD_ERROR_PEER_ACCESS_NOT_ENABLED    705
+#define CD_ERROR_PRIMARY_CONTEXT_ACTIVE     708
+#define CD_ERROR_CONTEXT_IS_DESTROYED       709
+#define CD_ERROR_TOO_MANY_PEERS             711
+#define CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define CD_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+#define CD_ERROR_LAUNCH_FAILED              719
+#define CD_ERROR_NOT_PERMITTED              800
+#define CD_ERROR_NOT_SUPPORTED              801
+#define CD_ERROR_UNKNOWN                    999
+
+/* CUmemorytype */
+#define CD_MEMORYTYPE_HOST    1
+#define CD_MEMORYTYPE_DEVICE  2
+#define CD_MEMORYTYPE_ARRAY   3
+#define CD_MEMORYTYPE_UNIFIED 4
+
+/* CUpointer_attribute */
+#define CD_POINTER_ATTRIBUTE_CONTEXT        1
+#define CD_POINTER_ATTRIBUTE_MEMORY_TYPE    2
+#define CD_POINTER_ATTRIBUTE_IS_MANAGED     8
+#define CD_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define CD_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define CD_POINTER_ATTRIBUTE_RANGE_SIZE     12
+
+/* CUdevice_attribute */
+#define CD_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     16
+#define CD_DEVICE_ATTRIBUTE_PCI_BUS_ID               33
+#define CD_DEVICE_ATTRIBUTE_PCI_DEVICE_ID            34
+#define CD_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT       40
+#define CD_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING       41
+#define CD_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID            50
+#define CD_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CD_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CD_DEVICE_ATTRIBUTE_MANAGED_MEMORY           83
+#define CD_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS 89
+
+/* Flags */
+#define CD_STREAM_NON_BLOCKING       0x1
+#define CD_EVENT_DISABLE_TIMING      0x2
+#define CD_MEMHOSTALLOC_PORTABLE     0x01
+#define CD_MEMHOSTREGISTER_PORTABLE  0x01
+#define CD_MEM_ATTACH_GLOBAL         0x1
+#define CD_CTX_SCHED_AUTO            0x00
+
+/* The `use` column of entry_points.h. */
+#define CD_REQUIRED 0
+#define CD_OPTIONAL 1
+#define CD_TESTS    2
+
+/* cuGetProcAddress */
+#define CD_GET_PROC_ADDRESS_DEFAULT  0
+#define CD_GET_PROC_ADDRESS_SUCCESS                0
+#define CD_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND       1
+#define CD_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT 2
+
+typedef cdResult (*cd_pfn_cuGetProcAddress_v2)(const char *symbol, void **pfn,
+                                                int cuda_version, cdU64 flags,
+                                                unsigned int *symbol_status);
+typedef cdResult (*cd_pfn_cuGetProcAddress)(const char *symbol, void **pfn,
+                                             int cuda_version, cdU64 flags);
+
+#endif

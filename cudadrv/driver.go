@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package cudadrv
+
+/*
+#cgo CFLAGS: -O2 -std=gnu11 -Wall -Wextra
+#cgo LDFLAGS: -ldl
+#cgo noescape cd_copy
+#cgo nocallback cd_copy
+#cgo noescape cd_query_events
+#cgo nocallback cd_query_events
+#include <stdlib.h>
+#include "cd_shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// The Go mirrors must match the C structs byte for byte: these arrays have
+// length zero only when sizes and offsets agree, otherwise the build fails.
+var (
+	_ [unsafe.Sizeof(Slot{}) - C.sizeof_cd_slot]struct{}
+	_ [C.sizeof_cd_slot - unsafe.Sizeof(Slot{})]struct{}
+	_ [unsafe.Offsetof(Slot{}.Device) - unsafe.Offsetof(C.cd_slot{}.device)]struct{}
+	_ [unsafe.Offsetof(C.cd_slot{}.device) - unsafe.Offsetof(Slot{}.Device)]struct{}
+	_ [unsafe.Sizeof(CopyOp{}) - C.sizeof_cd_copy_op]struct{}
+	_ [C.sizeof_cd_copy_op - unsafe.Sizeof(CopyOp{})]struct{}
+	_ [unsafe.Offsetof(CopyOp{}.Err) - unsafe.Offsetof(C.cd_copy_op{}.err)]struct{}
+	_ [unsafe.Offsetof(C.cd_copy_op{}.err) - unsafe.Offsetof(CopyOp{}.Err)]struct{}
+	_ [unsafe.Offsetof(CopyOp{}.Ctx) - unsafe.Offsetof(C.cd_copy_op{}.ctx)]struct{}
+	_ [unsafe.Offsetof(C.cd_copy_op{}.ctx) - unsafe.Offsetof(CopyOp{}.Ctx)]struct{}
+	_ [NumKinds - C.CD_NUM_KINDS]struct{}
+	_ [C.CD_NUM_KINDS - NumKinds]struct{}
+	_ [MaxPeers - C.CD_MAX_PEERS]struct{}
+	_ [C.CD_MAX_PEERS - MaxPeers]struct{}
+)
+
+// driver is the loaded CUDA driver. There is one per process: the C table
+// of entry points is process-wide.
+type driver struct {
+	path    string
+	version int
+}
+
+var _ Interface = (*driver)(nil)
+
+var (
+	loadOnce   sync.Mutex
+	loaded     *driver
+	loadFailed error
+)
+
+// LoadError says why the driver library could not be loaded.
+type LoadError struct {
+	Path   string
+	Reason string
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("cannot load CUDA driver %q: %s", e.Path, e.Reason)
+}
+
+// Open loads the driver at path (first call in the process) or returns the
+// one already loaded. A different path than the loaded one is an error: one
+// process has one driver table.
+func Open(path string) (Interface, error) {
+	loadOnce.Lock()
+	defer loadOnce.Unlock()
+	if loaded != nil {
+		if path != loaded.path {
+			return nil, fmt.Errorf("CUDA driver %q already loaded; cannot also load %q", loaded.path, path)
+		}
+		return loaded, nil
+	}
+	if loadFailed != nil {
+		return nil, loadFailed
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var (
+		version C.int
+		result  C.cdResult
+		msg     [512]C.char
+	)
+	rc := C.cd_load(cpath, &version, &result, &msg[0], C.int(len(msg)))
+	detail := C.GoString(&msg[0])
+	switch rc {
+	case C.CD_LOAD_OK:
+		loaded = &driver{path: path, version: int(version)}
+		return loaded, nil
+	case C.CD_LOAD_DLOPEN:
+		// dlopen may succeed later (a different path); do not latch.
+		return nil, &LoadError{Path: path, Reason: detail}
+	case C.CD_LOAD_MISSING:
+		loadFailed = &LoadError{Path: path, Reason: "the driver lacks " + detail}
+	default:
+		loadFailed = &LoadError{Path: path, Reason: (&Result{Call: detail, Code: uint32(result), Name: errorName(uint32(result))}).Error()}
+	}
+	return nil, loadFailed
+}
+
+func errorName(code uint32) string {
+	if name := C.cd_error_name(C.uint32_t(code)); name != nil {
+		return C.GoString(name)
+	}
+	return fmt.Sprintf("CUresult %d", code)
+}
+
+// EntryName names an entry point by its index in entry_points.h.
+func EntryName(idx int) string {
+	if idx < 0 || idx >= C.CD_NUM_ENTRIES {
+		return "driver call"
+	}
+	return C.GoString(C.cd_entry_name[idx])
+}
+
+func (d *driver) Path() string { return d.path }
+func (d *driver) Version() int { return d.version }
+
+func (d *driver) HasCtxID() bool { return C.cd_entry_present(C.CD_IDX_cuCtxGetId) != 0 }
+
+func (d *driver) Capabilities() []Capability {
+	var caps []Capability
+	for i := 0; i < C.CD_NUM_ENTRIES; i++ {
+		if C.cd_entry_use[i] == C.CD_OPTIONAL {
+			caps = append(caps, Capability{Name: EntryName(i), Present: C.cd_entry_present(C.int(i)) != 0})
+		}
+	}
+	return caps
+}
+
+func (d *driver) Error(e CallError) error {
+	if e.Result == 0 {
+		return nil
+	}
+	return &Result{Call: EntryName(int(e.Entry)), Code: e.Result, Name: errorName(e.Result)}
+}
+
+func (d *driver) check(rc C.int, e C.cd_err) error {
+	if rc == 0 {
+		return nil
+	}
+	return d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+}
+
+func (d *driver) DeviceCount() (int, error) {
+	var n C.int32_t
+	var e C.cd_err
+	err := d.check(C.cd_device_count(&n, &e), e)
+	return int(n), err
+}
+
+func (d *driver) DeviceName(dev int) (string, error) {
+	var buf [256]C.char
+	var e C.cd_err
+	if err := d.check(C.cd_device_name(C.int32_t(dev), &buf[0], C.int32_t(len(buf)), &e), e); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+func (d *driver) DeviceAttribute(dev, attr int) (int, error) {
+	var v C.int32_t
+	var e C.cd_err
+	err := d.check(C.cd_device_attr(C.int32_t(dev), C.uint32_t(attr), &v, &e), e)
+	return int(v), err
+}
+
+func (d *driver) DeviceTotalMem(dev int) (uint64, error) {
+	var b C.uint64_t
+	var e C.cd_err
+	err := d.check(C.cd_device_total_mem(C.int32_t(dev), &b, &e), e)
+	return uint64(b), err
+}
+
+func (d *driver) DevicePCIBusID(dev int) (string, error) {
+	var buf [64]C.char
+	var e C.cd_err
+	if err := d.check(C.cd_device_pci_bus_id(C.int32_t(dev), &buf[0], C.int32_t(len(buf)), &e), e); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+func (d *driver) CanAccessPeer(dev, peer int) (bool, error) {
+	var can C.int32_t
+	var e C.cd_err
+	err := d.check(C.cd_can_access_peer(C.int32_t(dev), C.int32_t(peer), &can, &e), e)
+	return can != 0, err
+}
+
+func (d *driver) CurrentContext() (Context, error) {
+	var ctx C.uintptr_t
+	var e C.cd_err
+	err := d.check(C.cd_ctx_current(&ctx, &e), e)
+	return Context(ctx), err
+}
+
+func (d *driver) ContextID(ctx Context) (uint64, error) {
+	if !d.HasCtxID() {
+		return uint64(ctx), nil
+	}
+	var id C.uint64_t
+	var e C.cd_err
+	err := d.check(C.cd_ctx_id(C.uintptr_t(ctx), &id, &e), e)
+	return uint64(id), err
+}
+
+func (d *driver) ContextDevice(ctx Context) (int, error) {
+	var dev C.int32_t
+	var e C.cd_err
+	err := d.check(C.cd_ctx_device(C.uintptr_t(ctx), &dev, &e), e)
+	return int(dev), err
+}
+
+func (d *driver) PrimaryActive(dev int) (bool, error) {
+	var active C.int32_t
+	var e C.cd_err
+	err := d.check(C.cd_primary_state(C.int32_t(dev), &active, &e), e)
+	return active != 0, err
+}
+
+func (d *driver) PrimaryRetain(dev int) (Context, error) {
+	var ctx C.uintptr_t
+	var e C.cd_err
+	err := d.check(C.cd_primary_retain(C.int32_t(dev), &ctx, &e), e)
+	return Context(ctx), err
+}
+
+func (d *driver) PrimaryRelease(dev int) error {
+	var e C.cd_err
+	return d.check(C.cd_primary_release(C.int32_t(dev), &e), e)
+}
+
+func (d *driver) EnablePeer(ctx, peer Context) error {
+	var e C.cd_err
+	if C.cd_enable_peer(C.uintptr_t(ctx), C.uintptr_t(peer), &e) != 0 && e.result != ErrorPeerAlreadyEnable {
+		return d.check(-1, e)
+	}
+	return nil
+}
+
+func (d *driver) StreamCreate(ctx Context) (Stream, error) {
+	var s C.uintptr_t
+	var e C.cd_err
+	err := d.check(C.cd_stream_create(C.uintptr_t(ctx), &s, &e), e)
+	return Stream(s), err
+}
+
+func (d *driver) StreamDestroy(ctx Context, s Stream) error {
+	var e C.cd_err
+	return d.check(C.cd_stream_destroy(C.uintptr_t(ctx), C.uintptr_t(s), &e), e)
+}
+
+func (d *driver) StreamSynchronize(ctx Context, s Stream) error {
+	var e C.cd_err
+	return d.check(C.cd_stream_sync(C.uintptr_t(ctx), C.uintptr_t(s), &e), e)
+}
+
+func (d *driver) EventCreate(ctx Context) (Event, error) {
+	var ev C.uintptr_t
+	var e C.cd_err
+	err := d.check(C.cd_event_create(C.uintptr_t(ctx), &ev, &e), e)
+	return Event(ev), err
+}
+
+func (d *driver) EventDestroy(ctx Context, ev Event) error {
+	var e C.cd_err
+	return d.check(C.cd_event_destroy(C.uintptr_t(ctx), C.uintptr_t(ev), &e), e)
+}
+
+func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus {
+	var sp *C.cd_slot
+	if len(slots) > 0 {
+		sp = (*C.cd_slot)(unsafe.Pointer(&slots[0]))
+	}
+	var pp *C.uintptr_t
+	if len(primary) > 0 {
+		pp = (*C.uintptr_t)(unsafe.Pointer(&primary[0]))
+	}
+	op.NDevices = int32(len(primary))
+	return CopyStatus(C.cd_copy(sp, C.int32_t(len(slots)), pp, (*C.cd_copy_op)(unsafe.Pointer(op))))
+}
+
+func (d *driver) QueryEvents(ctx Context, events []Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	var e C.cd_err
+	n := C.cd_query_events(C.uintptr_t(ctx), (*C.uintptr_t)(unsafe.Pointer(&events[0])), C.int32_t(len(events)), &e)
+	if e.result != 0 {
+		return int(n), d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+	}
+	return int(n), nil
+}
+
+func (d *driver) Arm(ctx Context, stream Stream, head Event, fd int) (bool, error) {
+	var e C.cd_err
+	rc := C.cd_arm(C.uintptr_t(ctx), C.uintptr_t(stream), C.uintptr_t(head), C.int32_t(fd), &e)
+	if rc < 0 {
+		return false, d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+	}
+	return rc == 1, nil
+}

@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file cucopy.h
+ * @brief cucopy: copies between host memory and the memories of several GPUs
+ *        inside one process.
+ *
+ * The public C ABI. It does the job of UCX's cuda_copy transport with
+ * multi-device support: streams and events live per CUDA context, are created
+ * lazily on first use in that context and are found again by context id.
+ *
+ * General rules
+ * - Every function returns a ::cucopy_status_t unless stated otherwise:
+ *   ::CUCOPY_OK (0), ::CUCOPY_INPROGRESS (1), or a negative error. On an
+ *   error, cucopy_last_error() on the same thread describes it.
+ * - Handles are opaque. Destroy/close functions accept NULL (no-op).
+ *   A handle used after its destroy/close gets ::CUCOPY_ERR_INVALID_HANDLE.
+ * - Params and attr structs open with `uint64_t field_mask`; a field is read
+ *   (params) or written (attr) only when its bit is set. Unknown bits are
+ *   ::CUCOPY_ERR_INVALID_PARAM. Structs only ever grow at their end.
+ * - The library never changes the calling thread's current CUDA context as
+ *   seen after a call returns, never creates a CUDA context, and never
+ *   activates an inactive primary context.
+ * - The driver (libcuda.so.1, or $CUCOPY_CUDA_DRIVER) is loaded at the first
+ *   cucopy_context_create(), never earlier.
+ * - In a child process created by fork() after the library was loaded, every
+ *   function returns ::CUCOPY_ERR_FORKED (CUDA cannot be used there anyway).
+ */
+#ifndef CUCOPY_H
+#define CUCOPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CUCOPY_API __attribute__((visibility("default")))
+#else
+#define CUCOPY_API
+#endif
+
+/** @name Version
+ *  Compile-time version; cucopy_get_version() returns the run-time one. */
+/**@{*/
+#define CUCOPY_VERSION_MAJOR 0
+#define CUCOPY_VERSION_MINOR 1
+#define CUCOPY_VERSION_PATCH 0
+/** MAJOR*10000 + MINOR*100 + PATCH */
+#define CUCOPY_VERSION \
+    (CUCOPY_VERSION_MAJOR * 10000 + CUCOPY_VERSION_MINOR * 100 + CUCOPY_VERSION_PATCH)
+/**@}*/
+
+/** Status codes. The numeric values are part of the ABI and never change. */
+typedef enum cucopy_status {
+    CUCOPY_OK = 0,                  /**< Success; the operation is complete. */
+    CUCOPY_INPROGRESS = 1,          /**< Started; completion is reported later. */
+    CUCOPY_ERR_INVALID_PARAM = -1,  /**< An argument is invalid (NULL, overflow, unknown flag or field bit). */
+    CUCOPY_ERR_INVALID_HANDLE = -2, /**< A handle is NULL, closed, or poisoned by an internal error. */
+    CUCOPY_ERR_NO_MEMORY = -3,      /**< Host memory could not be allocated. */
+    CUCOPY_ERR_NO_RESOURCE = -4,    /**< A configured limit is reached; call progress and retry. */
+    CUCOPY_ERR_BUSY = -5,           /**< Work is ready (event arm) or the object is still in use. */
+    CUCOPY_ERR_UNSUPPORTED = -6,    /**< The driver or memory kind does not support the request. */
+    CUCOPY_ERR_NO_DEVICE = -7,      /**< No usable CUDA device or context for the request. */
+    CUCOPY_ERR_NO_DRIVER = -8,      /**< The CUDA driver library could not be loaded. */
+    CUCOPY_ERR_CUDA = -9,           /**< A CUDA driver call failed; cucopy_last_error() names it. */
+    CUCOPY_ERR_FORKED = -10,        /**< Called in a child process after fork(). */
+    CUCOPY_ERR_INTERNAL = -11       /**< An internal error (a bug); the handle is poisoned. */
+} cucopy_status_t;
+
+/** Opaque handles. */
+typedef struct cucopy_context *cucopy_context_h; /**< Driver + memory domain. */
+typedef struct cucopy_iface *cucopy_iface_h;     /**< Streams, events, progress. */
+typedef struct cucopy_ep *cucopy_ep_h;           /**< Issues copies on an iface. */
+
+/**
+ * Completion of asynchronous operations.
+ *
+ * The caller sets @a count to the number of operations that will report to
+ * this object (each call that returned ::CUCOPY_INPROGRESS reports once) and
+ * @a status to ::CUCOPY_OK. When an operation finishes, the library
+ * decrements @a count; if the operation failed and @a status is still OK,
+ * it stores the error (first error wins). When @a count reaches 0, @a func
+ * is called with the object.
+ *
+ * @a func runs only inside cucopy_iface_progress() (or flush/arm of the same
+ * iface), on the thread that called it; never on a driver or library thread.
+ * It may call any cucopy function except cucopy_iface_close() of the iface
+ * that is progressing. The object must stay valid until @a func has run.
+ * A fault inside @a func is a fault of the host program.
+ */
+typedef struct cucopy_completion {
+    void (*func)(struct cucopy_completion *self); /**< Called once count reaches 0. */
+    int count;                                     /**< Operations still to report. */
+    cucopy_status_t status;                        /**< First error, or CUCOPY_OK. */
+} cucopy_completion_t;
+
+/** One contiguous piece of local memory (any memory type). */
+typedef struct cucopy_iov {
+    void *buffer;  /**< Start address; host, device or managed memory. */
+    size_t length; /**< Bytes. */
+} cucopy_iov_t;
+
+/** @name Version and errors */
+/**@{*/
+
+/** Run-time version, encoded as ::CUCOPY_VERSION. Thread-safe. */
+CUCOPY_API unsigned cucopy_get_version(void);
+
+/**
+ * Name and meaning of a status, e.g. "CUCOPY_ERR_CUDA: CUDA driver call failed".
+ * The string is static; never free it. Unknown values get "unknown status".
+ */
+CUCOPY_API const char *cucopy_status_string(cucopy_status_t status);
+
+/**
+ * Detail of the last error returned to the calling thread: the operation,
+ * and where a driver call failed, the call, the CUDA error name and the
+ * context. "" when no error happened yet on this thread. Successful calls do
+ * not clear it (like errno). The string is thread-local and valid until the
+ * next failing cucopy call on the same thread; never free it.
+ */
+CUCOPY_API const char *cucopy_last_error(void);
+/**@}*/
+
+/** @name Context: the driver and the memory domain */
+/**@{*/
+
+/** cucopy_context_params_t field bits. */
+enum {
+    CUCOPY_CONTEXT_PARAM_DRIVER_PATH = 1u << 0, /**< driver_path is set. */
+    CUCOPY_CONTEXT_PARAM_LOG_LEVEL = 1u << 1    /**< log_level is set. */
+};
+
+/** Log levels for ::CUCOPY_CONTEXT_PARAM_LOG_LEVEL (messages go to stderr). */
+typedef enum cucopy_log_level {
+    CUCOPY_LOG_ERROR = 0,
+    CUCOPY_LOG_WARN = 1,
+    CUCOPY_LOG_INFO = 2,
+    CUCOPY_LOG_DEBUG = 3,
+    CUCOPY_LOG_TRACE = 4
+} cucopy_log_level_t;
+
+/** Context parameters. Unset fields come from the environment (CUCOPY_*). */
+typedef struct cucopy_context_params {
+    uint64_t field_mask;
+    /** Path of the CUDA driver library. Default $CUCOPY_CUDA_DRIVER, else
+     *  "libcuda.so.1". Copied; the caller keeps ownership. Only the first
+     *  context of the process loads the driver; a later context naming a
+     *  different path gets ::CUCOPY_ERR_INVALID_PARAM. */
+    const char *driver_path;
+    /** Default $CUCOPY_LOG_LEVEL, else ::CUCOPY_LOG_WARN. Process-wide. */
+    cucopy_log_level_t log_level;
+} cucopy_context_params_t;
+
+/**
+ * Load the driver (first call in the process) and create a context.
+ * @param params  may be NULL: everything from the environment.
+ * @param ctx_p   receives the handle.
+ * Invalid configuration (an environment variable or a param) is an error here.
+ * Thread-safe.
+ */
+CUCOPY_API cucopy_status_t cucopy_context_create(const cucopy_context_params_t *params,
+                                                 cucopy_context_h *ctx_p);
+
+/** Destroy a context. ::CUCOPY_ERR_BUSY while ifaces opened on it are open. */
+CUCOPY_API cucopy_status_t cucopy_context_destroy(cucopy_context_h ctx);
+
+/** Number of CUDA devices the driver shows (CUDA_VISIBLE_DEVICES applies). */
+CUCOPY_API cucopy_status_t cucopy_device_count(cucopy_context_h ctx, int *count);
+/**@}*/
+
+/** @name Interface: per-context streams and events, progress, flush */
+/**@{*/
+
+/** Thread modes. */
+typedef enum cucopy_thread_mode {
+    /** The caller serializes all calls on the iface and its eps. */
+    CUCOPY_THREAD_MODE_SINGLE = 0,
+    /** Any number of threads may call on the iface and its eps at once. */
+    CUCOPY_THREAD_MODE_MULTI = 1
+} cucopy_thread_mode_t;
+
+/** cucopy_iface_params_t field bits. */
+enum {
+    CUCOPY_IFACE_PARAM_THREAD_MODE = 1u << 0,
+    CUCOPY_IFACE_PARAM_MAX_POLL = 1u << 1,
+    CUCOPY_IFACE_PARAM_MAX_EVENTS = 1u << 2
+};
+
+/** Interface parameters. */
+typedef struct cucopy_iface_params {
+    uint64_t field_mask;
+    /** Default ::CUCOPY_THREAD_MODE_SINGLE. */
+    cucopy_thread_mode_t thread_mode;
+    /** Events checked per stream queue per progress call; default
+     *  $CUCOPY_MAX_POLL, else 16. At least 1. */
+    unsigned max_poll;
+    /** Events (outstanding zcopy pieces) per CUDA context; reaching it makes
+     *  zcopy return ::CUCOPY_ERR_NO_RESOURCE until progress frees some.
+     *  Default $CUCOPY_MAX_EVENTS, else 4096. At least 1. */
+    unsigned max_events;
+} cucopy_iface_params_t;
+
+/** Capability bits in cucopy_iface_attr_t::cap_flags. */
+enum {
+    CUCOPY_IFACE_CAP_PUT_SHORT = 1u << 0,
+    CUCOPY_IFACE_CAP_GET_SHORT = 1u << 1,
+    CUCOPY_IFACE_CAP_PUT_ZCOPY = 1u << 2,
+    CUCOPY_IFACE_CAP_GET_ZCOPY = 1u << 3,
+    CUCOPY_IFACE_CAP_EVENT_FD = 1u << 4,
+    /** Device-to-device copies between different GPUs. */
+    CUCOPY_IFACE_CAP_CROSS_DEVICE = 1u << 5,
+    /** The driver has cuCtxGetId: resources are keyed by context id. */
+    CUCOPY_IFACE_CAP_CONTEXT_ID = 1u << 6
+};
+
+/** cucopy_iface_attr_t field bits. */
+enum {
+    CUCOPY_IFACE_ATTR_CAP_FLAGS = 1u << 0,
+    CUCOPY_IFACE_ATTR_MAX_IOV = 1u << 1,
+    CUCOPY_IFACE_ATTR_MAX_POLL = 1u << 2,
+    CUCOPY_IFACE_ATTR_MAX_EVENTS = 1u << 3,
+    CUCOPY_IFACE_ATTR_THREAD_MODE = 1u << 4,
+    CUCOPY_IFACE_ATTR_DEVICE_COUNT = 1u << 5
+};
+
+/** Interface attributes; set field_mask to the fields wanted. */
+typedef struct cucopy_iface_attr {
+    uint64_t field_mask;
+    uint64_t cap_flags;               /**< CUCOPY_IFACE_CAP_* */
+    size_t max_iov;                   /**< Most iov entries per zcopy. */
+    unsigned max_poll;                /**< Effective max_poll. */
+    unsigned max_events;              /**< Effective max_events per context. */
+    cucopy_thread_mode_t thread_mode; /**< Effective thread mode. */
+    int device_count;                 /**< Devices the driver shows. */
+} cucopy_iface_attr_t;
+
+/**
+ * Open an interface on a context. No CUDA resource is created here: streams
+ * and events are made on first use in each CUDA context.
+ * @param params may be NULL (defaults).
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_open(cucopy_context_h ctx,
+                                             const cucopy_iface_params_t *params,
+                                             cucopy_iface_h *iface_p);
+
+/**
+ * Close an interface: waits for the copies in flight, then releases every
+ * stream, event and primary-context retain it holds. Completions still
+ * pending are not called (flush first to get them). Endpoints of the iface
+ * become invalid. Must not be called from a completion callback of this iface.
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_close(cucopy_iface_h iface);
+
+/** Fill the fields of @a attr selected by attr->field_mask. */
+CUCOPY_API cucopy_status_t cucopy_iface_query(cucopy_iface_h iface, cucopy_iface_attr_t *attr);
+
+/**
+ * Check outstanding copies on every CUDA context of the iface and run the
+ * completion callbacks of those that finished, on the calling thread.
+ * Works from any thread, with or without a current CUDA context.
+ * @return the number of operations completed (>= 0), or a negative status.
+ */
+CUCOPY_API int cucopy_iface_progress(cucopy_iface_h iface);
+
+/**
+ * Flush: completes once every operation issued on the iface before the call
+ * has completed.
+ * @param flags must be 0.
+ * @param comp  NULL or a completion; with ::CUCOPY_INPROGRESS its count is
+ *              decremented once all those operations completed (inside
+ *              progress). With NULL, call flush again until it returns OK.
+ * @return ::CUCOPY_OK when nothing is outstanding, ::CUCOPY_INPROGRESS, or an
+ *         error.
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned flags,
+                                              cucopy_completion_t *comp);
+
+/**
+ * The iface's event file descriptor (an eventfd). It becomes readable
+ * (POLLIN) after cucopy_iface_event_arm() returned OK and a copy then in
+ * flight finished. Owned by the iface; closed by cucopy_iface_close().
+ *
+ * Protocol: (1) cucopy_iface_event_arm(); (2) if it returns ::CUCOPY_ERR_BUSY,
+ * call cucopy_iface_progress() and go to (1); (3) otherwise poll/epoll the fd;
+ * (4) when readable, call cucopy_iface_progress() and go to (1).
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_event_fd(cucopy_iface_h iface, int *fd_p);
+
+/** Event bits for cucopy_iface_event_arm(). */
+enum {
+    CUCOPY_EVENT_SEND_COMP = 1u << 0 /**< A put/get zcopy completed. */
+};
+
+/**
+ * Arm the event fd for @a events (::CUCOPY_EVENT_SEND_COMP).
+ * @return ::CUCOPY_OK when armed (the fd will signal when copies now in
+ *         flight finish), ::CUCOPY_ERR_BUSY when completions are already
+ *         waiting for progress, or an error. Works from any thread, with or
+ *         without a current CUDA context, for work on any number of devices.
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_event_arm(cucopy_iface_h iface, unsigned events);
+/**@}*/
+
+/** @name Endpoint: copies
+ *
+ * Which CUDA context runs a copy follows from the buffers, never from the
+ * caller's current context: device or managed memory runs on its owning
+ * context; memory with no owning context (VMM, stream-ordered pools) on its
+ * device's primary context if that is active. A copy between two device
+ * buffers of different contexts runs on the source buffer's context (the
+ * driver uses peer access where enabled, its staged path otherwise).
+ * Host-to-host copies (pageable or pinned) run on the CPU and complete
+ * immediately. Zero-length copies succeed and do nothing.
+ *
+ * Ordering: zcopy operations of one endpoint with the same (CUDA context,
+ * direction) complete in issue order.
+ */
+/**@{*/
+
+/** Create an endpoint on @a iface. Thread-safe in ::CUCOPY_THREAD_MODE_MULTI. */
+CUCOPY_API cucopy_status_t cucopy_ep_create(cucopy_iface_h iface, cucopy_ep_h *ep_p);
+
+/** Destroy an endpoint. Its outstanding copies still complete through the iface. */
+CUCOPY_API cucopy_status_t cucopy_ep_destroy(cucopy_ep_h ep);
+
+/**
+ * Synchronous copy of @a length bytes from @a buffer to @a remote_addr.
+ * Returns once the data is in place (::CUCOPY_OK) or with an error.
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer,
+                                               size_t length, uint64_t remote_addr);
+
+/** Synchronous copy of @a length bytes from @a remote_addr to @a buffer. */
+CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, size_t length,
+                                               uint64_t remote_addr);
+
+/**
+ * Asynchronous copy of the iov entries, in order and back to back, to
+ * @a remote_addr. Buffers must stay untouched until completion.
+ * @param iovcnt at most cucopy_iface_attr_t::max_iov.
+ * @param comp   NULL, or decremented once when the whole operation finished.
+ * @return ::CUCOPY_OK (finished now; @a comp is not touched),
+ *         ::CUCOPY_INPROGRESS (finishes later; see cucopy_completion_t),
+ *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached; nothing was copied;
+ *         progress and retry), or another error (nothing is in flight).
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov,
+                                               size_t iovcnt, uint64_t remote_addr,
+                                               cucopy_completion_t *comp);
+
+/** As cucopy_ep_put_zcopy(), from @a remote_addr into the iov entries. */
+CUCOPY_API cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov,
+                                               size_t iovcnt, uint64_t remote_addr,
+                                               cucopy_completion_t *comp);
+
+/**
+ * Flush the endpoint: completes once every operation issued on it before the
+ * call has completed. Same contract as cucopy_iface_flush().
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_flush(cucopy_ep_h ep, unsigned flags,
+                                           cucopy_completion_t *comp);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUCOPY_H */
