@@ -185,20 +185,22 @@ func (i *Iface) newOp(comp uintptr) int32 {
 	return int32(len(i.ops) - 1)
 }
 
-// finishPiece accounts one finished piece of op idx.
-func (i *Iface) finishPiece(idx int32, st Status) {
+// finishPiece accounts one finished piece of op idx and reports whether
+// it was the operation's last.
+func (i *Iface) finishPiece(idx int32, st Status) bool {
 	op := &i.ops[idx]
 	op.pending--
 	if st < 0 && op.status == OK {
 		op.status = st
 	}
 	if op.pending > 0 {
-		return
+		return false
 	}
 	if op.comp != 0 {
 		i.ready = append(i.ready, readyComp{comp: op.comp, status: op.status})
 	}
 	i.freeOps = append(i.freeOps, idx)
+	return true
 }
 
 // releaseEvent gives a completed piece's event back to its context.
@@ -211,7 +213,7 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 }
 
 // Progress completes finished pieces on every context and returns how many
-// operations completed; their completions are then taken with NextReady.
+// operations (all of their pieces) completed; their completions are then taken with NextReady.
 func (i *Iface) Progress() (int, error) {
 	i.lock()
 	defer i.unlock()
@@ -229,8 +231,9 @@ func (i *Iface) Progress() (int, error) {
 			for j := 0; j < done; j++ {
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
-				i.finishPiece(op, OK)
-				completed++
+				if i.finishPiece(op, OK) {
+					completed++
+				}
 			}
 			if err != nil {
 				// The head piece failed (e.g. a sticky error in this
@@ -239,8 +242,9 @@ func (i *Iface) Progress() (int, error) {
 					r.device, r.id, cudadrv.KindName(k), err)
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
-				i.finishPiece(op, ErrCUDA)
-				completed++
+				if i.finishPiece(op, ErrCUDA) {
+					completed++
+				}
 			}
 		}
 	}

@@ -49,9 +49,8 @@ type driver struct {
 var _ Interface = (*driver)(nil)
 
 var (
-	loadOnce   sync.Mutex
-	loaded     *driver
-	loadFailed error
+	loadMu sync.Mutex
+	loaded *driver
 )
 
 // LoadError says why the driver library could not be loaded.
@@ -68,16 +67,13 @@ func (e *LoadError) Error() string {
 // one already loaded. A different path than the loaded one is an error: one
 // process has one driver table.
 func Open(path string) (Interface, error) {
-	loadOnce.Lock()
-	defer loadOnce.Unlock()
+	loadMu.Lock()
+	defer loadMu.Unlock()
 	if loaded != nil {
 		if path != loaded.path {
 			return nil, fmt.Errorf("CUDA driver %q already loaded; cannot also load %q", loaded.path, path)
 		}
 		return loaded, nil
-	}
-	if loadFailed != nil {
-		return nil, loadFailed
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
@@ -93,14 +89,13 @@ func Open(path string) (Interface, error) {
 		loaded = &driver{path: path, version: int(version)}
 		return loaded, nil
 	case C.CD_LOAD_DLOPEN:
-		// dlopen may succeed later (a different path); do not latch.
 		return nil, &LoadError{Path: path, Reason: detail}
 	case C.CD_LOAD_MISSING:
-		loadFailed = &LoadError{Path: path, Reason: "the driver lacks " + detail}
-	default:
-		loadFailed = &LoadError{Path: path, Reason: (&Result{Call: detail, Code: uint32(result), Name: errorName(uint32(result))}).Error()}
+		return nil, &LoadError{Path: path, Reason: "the driver lacks " + detail}
 	}
-	return nil, loadFailed
+	// Failures are not latched: a later call (another path, or after the
+	// program fixed its environment) loads again.
+	return nil, &LoadError{Path: path, Reason: (&Result{Call: detail, Code: uint32(result), Name: errorName(uint32(result))}).Error()}
 }
 
 func errorName(code uint32) string {
