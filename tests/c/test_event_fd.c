@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The event fd protocol of cucopy.h:
+ *  - cucopy_iface_event_fd() gives a valid fd, the same one every time;
+ *  - arm with nothing outstanding returns OK;
+ *  - arm with work that finished on the GPU but was not progressed yet
+ *    returns CUCOPY_ERR_BUSY, and progress then completes it;
+ *  - arm with work in flight (64 MiB; FAKECUDA_DELAY_US on the fake) returns
+ *    OK, poll() on the fd becomes readable once the work finished, and
+ *    progress completes it; a poll timeout means a lost wake-up;
+ *  - work on several devices at once;
+ *  - arm/poll/progress from a thread with no current context, for work
+ *    issued by another thread.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "mem.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BIG ((size_t)64 << 20)
+#define SMALL ((size_t)1 << 20)
+#define POLL_TIMEOUT_MS 20000
+#define TRIALS 3
+
+static cucopy_iface_h iface;
+static cucopy_ep_h ep;
+static int fd = -1;
+static int devices;
+static struct tc_buf pinned_src;
+static struct tc_buf pinned_dst;
+static struct tc_buf dev[2];
+
+struct protocol_result {
+    int arm_ok;    /* arms that returned OK */
+    int arm_busy;  /* arms that returned BUSY */
+    int wakeups;   /* polls that returned readable */
+    int first_arm; /* status of the first arm */
+    int completed; /* every completion fired */
+};
+
+/* Follow the header's protocol until every completion fired. */
+static struct protocol_result run_protocol(struct tc_comp *comps, int n)
+{
+    struct protocol_result r = {0, 0, 0, 1, 0};
+    double deadline = tc_now() + 60;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++)
+            pending += comps[i].fired == 0;
+        if (pending == 0) {
+            r.completed = 1;
+            return r;
+        }
+        if (!CHECKF(tc_now() < deadline, "event fd protocol: %d completion(s) still pending after "
+                                         "60 s", pending))
+            return r;
+        cucopy_status_t s = cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP);
+        if (r.first_arm == 1)
+            r.first_arm = s;
+        if (s == CUCOPY_ERR_BUSY) {
+            r.arm_busy++;
+            int got = cucopy_iface_progress(iface);
+            if (!CHECKF(got >= 0, "progress: %s: %s", tc_status_name(got), cucopy_last_error()))
+                return r;
+            continue;
+        }
+        if (!CHECK_STATUS(s, CUCOPY_OK))
+            return r;
+        r.arm_ok++;
+        struct pollfd p = {fd, POLLIN, 0};
+        int ready = poll(&p, 1, POLL_TIMEOUT_MS);
+        if (!CHECKF(ready == 1 && (p.revents & POLLIN),
+                    "armed with %d completion(s) pending, but the fd did not become readable in "
+                    "%d ms (poll returned %d, revents 0x%x): lost wake-up",
+                    pending, POLL_TIMEOUT_MS, ready, (unsigned)p.revents))
+            return r;
+        r.wakeups++;
+        int got = cucopy_iface_progress(iface);
+        if (!CHECKF(got >= 0, "progress: %s: %s", tc_status_name(got), cucopy_last_error()))
+            return r;
+    }
+}
+
+static int zcopy(const struct tc_buf *src, const struct tc_buf *dst, size_t len, int get,
+                 struct tc_comp *c)
+{
+    tc_comp_init(c, 1);
+    cucopy_iov_t iov = {(void *)(uintptr_t)(get ? dst->dptr : src->dptr), len};
+    cucopy_status_t s = get ? cucopy_ep_get_zcopy(ep, &iov, 1, src->dptr, &c->comp)
+                            : cucopy_ep_put_zcopy(ep, &iov, 1, dst->dptr, &c->comp);
+    CHECKF(s == CUCOPY_OK || s == CUCOPY_INPROGRESS, "zcopy returned %s: %s", tc_status_name(s),
+           cucopy_last_error());
+    if (s == CUCOPY_OK)
+        c->fired = 1; /* finished now: nothing will report */
+    return s;
+}
+
+static void check_fd(void)
+{
+    REQUIRE_OK(cucopy_iface_event_fd(iface, &fd));
+    CHECKF(fd >= 0 && fcntl(fd, F_GETFD) != -1, "event fd %d is not an open descriptor", fd);
+    int again = -1;
+    CHECK_STATUS(cucopy_iface_event_fd(iface, &again), CUCOPY_OK);
+    CHECKF(again == fd, "event_fd returned %d, then %d", fd, again);
+    CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+}
+
+/* Work finished on the device but not progressed: arm says BUSY. */
+static void busy_when_ready(int d)
+{
+    struct tc_comp c;
+    int s = zcopy(&pinned_src, &dev[d], SMALL, 0, &c);
+    if (s != CUCOPY_INPROGRESS) {
+        printf("test_event_fd: a 1 MiB H2D zcopy to device %d finished at once; BUSY case "
+               "not testable\n", d);
+        return;
+    }
+    tc_push(dev[d].ctx);
+    TD_CHECK(td.cuCtxSynchronize()); /* the copy is done on the device */
+    tc_pop(dev[d].ctx);
+    CHECKF(c.fired == 0, "completion fired outside progress");
+    CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_ERR_BUSY);
+    int n = cucopy_iface_progress(iface);
+    CHECKF(n >= 1 && c.fired == 1, "progress after BUSY returned %d, completion fired %d", n,
+           c.fired);
+    CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+}
+
+/* Work in flight: arm OK, fd readable when it finished, progress completes. */
+static void wakeup_when_done(void)
+{
+    int armed_in_flight = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        struct tc_comp c;
+        int s = zcopy(&pinned_src, &dev[0], BIG, 0, &c);
+        if (s != CUCOPY_INPROGRESS)
+            continue;
+        struct protocol_result r = run_protocol(&c, 1);
+        CHECKF(r.completed, "trial %d: the 64 MiB copy never completed", t);
+        if (r.first_arm == CUCOPY_OK) {
+            armed_in_flight++;
+            CHECKF(r.wakeups >= 1, "trial %d: armed with work in flight, completed without a "
+                                   "wake-up", t);
+        }
+        CHECKF(c.comp.status == CUCOPY_OK, "status %s", tc_status_name(c.comp.status));
+    }
+    CHECKF(armed_in_flight >= 1, "arm never returned OK with a 64 MiB copy in flight (%d trials)",
+           TRIALS);
+
+    /* And in the other direction. */
+    struct tc_comp c;
+    if (zcopy(&dev[0], &pinned_dst, BIG, 1, &c) == CUCOPY_INPROGRESS)
+        CHECK(run_protocol(&c, 1).completed);
+}
+
+static int issue_multi(struct tc_comp *comps)
+{
+    int n = 0;
+    for (int d = 0; d < devices && d < 2; d++) {
+        zcopy(&pinned_src, &dev[d], BIG / 4, 0, &comps[n++]);
+        zcopy(&dev[d], &pinned_dst, BIG / 4, 1, &comps[n++]);
+    }
+    if (devices > 1)
+        zcopy(&dev[0], &dev[1], BIG / 4, 0, &comps[n++]);
+    return n;
+}
+
+static void several_devices(void)
+{
+    struct tc_comp comps[8];
+    int n = issue_multi(comps);
+    struct protocol_result r = run_protocol(comps, n);
+    CHECKF(r.completed, "work on %d device(s) did not complete through the protocol",
+           devices > 1 ? 2 : 1);
+    for (int i = 0; i < n; i++)
+        CHECKF(comps[i].fired == 1 && comps[i].comp.status == CUCOPY_OK,
+               "op %d: fired %d, status %s", i, comps[i].fired,
+               tc_status_name(comps[i].comp.status));
+}
+
+struct thread_arg {
+    struct tc_comp *comps;
+    int n;
+    struct protocol_result r;
+};
+
+static void *protocol_thread(void *p)
+{
+    struct thread_arg *a = p;
+    CHECKF(tc_current() == NULL, "a new thread has a current context");
+    a->r = run_protocol(a->comps, a->n);
+    CHECKF(tc_current() == NULL, "the protocol left a current context on the thread");
+    return NULL;
+}
+
+static void from_thread_without_context(void)
+{
+    struct tc_comp comps[8];
+    struct thread_arg a;
+    TD_CHECK(td.cuCtxSetCurrent(dev[0].ctx)); /* the issuing thread has one */
+    a.comps = comps;
+    a.n = issue_multi(comps);
+    TD_CHECK(td.cuCtxSetCurrent(NULL));
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, protocol_thread, &a) == 0);
+    REQUIRE(pthread_join(thread, NULL) == 0);
+    CHECKF(a.r.completed, "arm/poll/progress from a thread with no current context did not "
+                          "complete the work");
+}
+
+int main(void)
+{
+    tc_init("test_event_fd");
+    devices = td.device_count;
+    if (devices < 1)
+        tc_skip("no CUDA device");
+    tc_buf_alloc(&pinned_src, TC_MEM_PINNED, BIG);
+    tc_buf_alloc(&pinned_dst, TC_MEM_PINNED, BIG);
+    tc_buf_alloc(&dev[0], TC_MEM_DEV0, BIG);
+    if (devices > 1)
+        tc_buf_alloc(&dev[1], TC_MEM_DEV1, BIG);
+    tc_buf_set(&pinned_src, 0, 0x11, BIG);
+
+    cucopy_context_h ctx = NULL;
+    REQUIRE_OK(cucopy_context_create(NULL, &ctx));
+    REQUIRE_OK(cucopy_iface_open(ctx, NULL, &iface));
+    REQUIRE_OK(cucopy_ep_create(iface, &ep));
+
+    check_fd();
+    for (int d = 0; d < devices && d < 2; d++)
+        busy_when_ready(d);
+    wakeup_when_done();
+    several_devices();
+    from_thread_without_context();
+
+    unsigned char head[16];
+    tc_buf_read(&dev[0], 0, head, sizeof(head));
+    CHECKF(head[0] == 0x11 && head[15] == 0x11, "device 0 does not hold the copied data");
+
+    CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
+    CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
+    CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
+    tc_buf_free(&pinned_src);
+    tc_buf_free(&pinned_dst);
+    tc_buf_free(&dev[0]);
+    if (devices > 1)
+        tc_buf_free(&dev[1]);
+    return tc_finish();
+}
