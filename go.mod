@@ -2,4 +2,8 @@ module github.com/cucopy/cucopy
 
 go 1.26.0
 
-require golang.org/x/sys v0.50.0 // indirect
+require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/stretchr/testify v1.12.1 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

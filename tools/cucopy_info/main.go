@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+// Command cucopy_info prints what cucopy sees on this machine: the cucopy
+// version, the CUDA driver (path, version, optional capabilities), the
+// devices and their peer-access matrix, NVML's view when NVML is present,
+// and the effective CUCOPY_* configuration. It only reads: it never creates,
+// retains or activates a CUDA context.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+const usage = `usage: cucopy_info [--json]
+
+Prints the cucopy version, the CUDA driver (path, version, optional
+capabilities), the devices and their peer-access matrix, NVML's view of the
+GPUs (when NVML is installed) and the effective configuration.
+
+The driver is $CUCOPY_CUDA_DRIVER, default libcuda.so.1.
+
+Flags:
+  --json    print the same data as JSON
+  --help    print this help
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("cucopy_info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cucopy_info: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+
+	cfg, err := core.LoadConfig(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "cucopy_info: invalid configuration: %v\n", err)
+		return 1
+	}
+	drv, err := cudadrv.Open(cfg.DriverPath)
+	if err != nil {
+		how := "the default; set CUCOPY_CUDA_DRIVER to the driver's path"
+		if getenv("CUCOPY_CUDA_DRIVER") != "" {
+			how = "from CUCOPY_CUDA_DRIVER"
+		}
+		reason := err.Error()
+		var le *cudadrv.LoadError
+		if errors.As(err, &le) {
+			reason = le.Reason
+		}
+		fmt.Fprintf(stderr, "cucopy_info: cannot load the CUDA driver %q (%s): %s\n",
+			cfg.DriverPath, how, reason)
+		return 1
+	}
+	info := gather(drv, cfg, getenv)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(info); err != nil {
+			fmt.Fprintf(stderr, "cucopy_info: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	renderText(stdout, info)
+	return 0
+}
