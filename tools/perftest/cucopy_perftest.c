@@ -721,8 +721,17 @@ static unsigned arm_check(const struct measurement *m)
     return seed;
 }
 
+static const char *dev_label(int dev, char buf[16])
+{
+    if (dev < 0)
+        return "host";
+    snprintf(buf, 16, "%d", dev);
+    return buf;
+}
+
 static int verify(const struct measurement *m, unsigned seed, const char *who)
 {
+    char sbuf[16], dbuf[16];
     size_t off[2], len;
     check_ranges(m->size, off, &len);
     unsigned char got[VERIFY_BYTES];
@@ -734,10 +743,11 @@ static int verify(const struct measurement *m, unsigned seed, const char *who)
             for (size_t i = 0; i < len; i++) {
                 if (got[i] != pattern_byte(seed, off[k] + i)) {
                     fprintf(stderr,
-                            "cucopy_perftest: VERIFY FAILED (%s) %s %s size %zu lane %d->%d: "
+                            "cucopy_perftest: VERIFY FAILED (%s) %s %s size %zu %s->%s: "
                             "byte %zu is 0x%02x, expected 0x%02x\n",
-                            who, test_names[m->test], dir_names[m->dir], m->size, ln->src_dev,
-                            ln->dst_dev, off[k] + i, got[i], pattern_byte(seed, off[k] + i));
+                            who, test_names[m->test], dir_names[m->dir], m->size,
+                            dev_label(ln->src_dev, sbuf), dev_label(ln->dst_dev, dbuf),
+                            off[k] + i, got[i], pattern_byte(seed, off[k] + i));
                     ok = 0;
                     break;
                 }
@@ -1163,17 +1173,16 @@ static double metric(const struct measurement *m, long n, double secs)
     }
 }
 
+/* "host", one ordinal, or the ordinals of every lane joined by '+', ascending. */
 static void lanes_label(const struct measurement *m, int src, char *buf, size_t len)
 {
-    buf[0] = '\0';
     size_t pos = 0;
-    for (int l = 0; l < m->nlanes; l++) {
-        int d = src ? m->lanes[l].src_dev : m->lanes[l].dst_dev;
-        int seen = 0;
-        for (int k = 0; k < l; k++)
-            if ((src ? m->lanes[k].src_dev : m->lanes[k].dst_dev) == d)
-                seen = 1;
-        if (seen)
+    buf[0] = '\0';
+    for (int d = -1; d < MAX_DEVICES; d++) {
+        int present = 0;
+        for (int l = 0; l < m->nlanes && !present; l++)
+            present = (src ? m->lanes[l].src_dev : m->lanes[l].dst_dev) == d;
+        if (!present)
             continue;
         int w = d < 0 ? snprintf(buf + pos, len - pos, "%shost", pos ? "+" : "")
                       : snprintf(buf + pos, len - pos, "%s%d", pos ? "+" : "", d);
@@ -1212,6 +1221,21 @@ static void print_header(void)
     fflush(stdout);
 }
 
+/* About four significant digits without an exponent for usual values. */
+static void fmt_value(char *buf, size_t len, int ok, double v)
+{
+    if (!ok)
+        snprintf(buf, len, "ERR");
+    else if (v >= 100)
+        snprintf(buf, len, "%.1f", v);
+    else if (v >= 1)
+        snprintf(buf, len, "%.2f", v);
+    else if (v >= 0.001)
+        snprintf(buf, len, "%.4f", v);
+    else
+        snprintf(buf, len, "%.3g", v);
+}
+
 static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
                       const int ok[IMPL_COUNT], long n, const char *status)
 {
@@ -1219,15 +1243,8 @@ static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
     lanes_label(m, 1, src, sizeof(src));
     lanes_label(m, 0, dst, sizeof(dst));
     const char *host = m->host == HOST_NONE ? "-" : host_names[m->host];
-    const char *fmtv = m->test == TEST_LAT ? "%.2f" : (m->test == TEST_BW ? "%.2f" : "%.4f");
-    if (ok[IMPL_CUCOPY])
-        snprintf(cu, sizeof(cu), fmtv, val[IMPL_CUCOPY]);
-    else
-        snprintf(cu, sizeof(cu), "ERR");
-    if (ok[IMPL_RAW])
-        snprintf(raw, sizeof(raw), fmtv, val[IMPL_RAW]);
-    else
-        snprintf(raw, sizeof(raw), "ERR");
+    fmt_value(cu, sizeof(cu), ok[IMPL_CUCOPY], val[IMPL_CUCOPY]);
+    fmt_value(raw, sizeof(raw), ok[IMPL_RAW], val[IMPL_RAW]);
     if (ok[IMPL_CUCOPY] && ok[IMPL_RAW] && val[IMPL_CUCOPY] > 0 && val[IMPL_RAW] > 0) {
         double q = m->test == TEST_LAT ? val[IMPL_RAW] / val[IMPL_CUCOPY]
                                        : val[IMPL_CUCOPY] / val[IMPL_RAW];
