@@ -234,7 +234,7 @@ void *fk_table_at(struct fk_table *t, unsigned index)
     return chunk + (size_t)(index % FK_CHUNK_OBJS) * t->obj_size;
 }
 
-const void *fk_table_handle(struct fk_table *t, unsigned index)
+static const void *fk_table_handle(struct fk_table *t, unsigned index)
 {
     return (const void *)(t->base + (uintptr_t)(index + 1) * FK_HANDLE_STRIDE);
 }

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-struct fk_table fk_ctx_table = {.what = "context", .obj_size = sizeof(struct fk_ctx)};
+struct fk_table fk_ctx_table = {.obj_size = sizeof(struct fk_ctx)};
 
 static unsigned long long fk_next_ctx_id = 1; /* under fk_lock */
 static struct fk_ctx *fk_primary[FK_MAX_DEVICES];

@@ -97,7 +97,6 @@ cdResult fk_violation(cdResult code, const char *fmt, ...) __attribute__((format
  * Handle values are addresses inside a PROT_NONE reservation: unique, never
  * a Go heap address, and a library that dereferences one segfaults. */
 struct fk_table {
-    const char *what;
     size_t obj_size;
     uintptr_t base; /* the reservation handles are taken from */
     atomic_uint count;
@@ -106,7 +105,6 @@ struct fk_table {
 /* Under fk_lock: a zeroed object and its handle; NULL when the table is full. */
 void *fk_table_new(struct fk_table *t, const void **handle);
 void *fk_table_find(struct fk_table *t, const void *handle); /* NULL: not a handle */
-const void *fk_table_handle(struct fk_table *t, unsigned index);
 void *fk_table_at(struct fk_table *t, unsigned index);
 extern struct fk_table fk_ctx_table;    /* fakecuda_ctx.c */
 extern struct fk_table fk_stream_table; /* fakecuda_stream.c */

@@ -70,8 +70,8 @@ struct fk_event {
     unsigned long long done_seq;   /* under fk_done_lock: newest record reached */
 };
 
-struct fk_table fk_stream_table = {.what = "stream", .obj_size = sizeof(struct fk_stream)};
-struct fk_table fk_event_table = {.what = "event", .obj_size = sizeof(struct fk_event)};
+struct fk_table fk_stream_table = {.obj_size = sizeof(struct fk_stream)};
+struct fk_table fk_event_table = {.obj_size = sizeof(struct fk_event)};
 
 /* Streams whose worker runs for a live stream; under fk_lock. */
 static struct fk_stream *fk_active;
