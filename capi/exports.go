@@ -275,6 +275,7 @@ func cucopyGoIfaceClose(h C.uint64_t) (rc C.int) {
 	}()
 	err := e.obj.Close()
 	ifaces.remove(uint64(h))
+	eps.removeIf(func(ep *core.Ep) bool { return ep.Iface() == e.obj })
 	return result(core.OK, err)
 }
 

@@ -80,3 +80,16 @@ func (t *handleTable[T]) remove(h uint64) bool {
 	t.free = append(t.free, idx)
 	return true
 }
+
+// removeIf forgets every handle whose object matches (e.g. the endpoints of
+// an iface being closed). Cold path: a scan of the table.
+func (t *handleTable[T]) removeIf(match func(*T) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for idx := uint32(0); idx < t.used; idx++ {
+		if e := t.slots[idx].Load(); e != nil && match(e.obj) {
+			t.slots[idx].Store(nil)
+			t.free = append(t.free, idx)
+		}
+	}
+}
