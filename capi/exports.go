@@ -108,6 +108,17 @@ func lookup[T any](t *handleTable[T], h C.uint64_t, op string) (*handleEntry[T],
 	return e, 0
 }
 
+// getenv reads the C environment: Go's os.Getenv sees a copy taken when the
+// library loaded, and a program may setenv before cucopy_context_create.
+func getenv(name string) string {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if v := C.getenv(cname); v != nil {
+		return C.GoString(v)
+	}
+	return ""
+}
+
 // testFaultSink keeps the deliberate nil dereference of CUCOPY_TEST_FAULT
 // from being optimized away.
 var testFaultSink int
@@ -126,7 +137,7 @@ func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out
 	if initErr != nil {
 		return fail(initErr)
 	}
-	cfg, err := core.LoadConfig(os.Getenv)
+	cfg, err := core.LoadConfig(getenv)
 	if err != nil {
 		return fail(&core.Error{Status: core.ErrInvalid, Op: op, Msg: err.Error()})
 	}
@@ -158,7 +169,7 @@ func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out
 		}
 		return fail(&core.Error{Status: st, Op: op, Err: err})
 	}
-	if os.Getenv("CUCOPY_TEST_FAULT") == "nil_deref" {
+	if getenv("CUCOPY_TEST_FAULT") == "nil_deref" {
 		var p *int
 		testFaultSink = *p // test hook: a fault inside the library must come back as a status
 	}
