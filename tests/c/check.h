@@ -53,6 +53,9 @@ double tc_now(void);
 
 #define CHECK(cond) tc_check(!!(cond), __FILE__, __LINE__, "%s", #cond)
 #define CHECKF(cond, ...) tc_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+/* For checks inside loops: a failure counts (and prints), a pass does not.
+ * Yields 1 when cond is true (failed). */
+#define FAIL_IF(cond, ...) ((cond) ? (tc_check(0, __FILE__, __LINE__, __VA_ARGS__), 1) : 0)
 #define CHECK_STATUS(expr, expected) \
     tc_check_status((int)(expr), (int)(expected), #expr, __FILE__, __LINE__)
 

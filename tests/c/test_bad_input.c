@@ -420,6 +420,23 @@ static void env_case(const char *which, const char *var, const char *value)
            value, (unsigned)st);
 }
 
+/* The environment read by context_create is the process's at the time of
+ * the call: a host that sets CUCOPY_* with setenv() before creating the
+ * context is heard. */
+static void setenv_before_create(void)
+{
+    cucopy_context_h c = NULL;
+    REQUIRE(setenv("CUCOPY_LOG_LEVEL", "loud", 1) == 0);
+    int s = cucopy_context_create(NULL, &c);
+    REQUIRE(unsetenv("CUCOPY_LOG_LEVEL") == 0);
+    CHECKF(s == CUCOPY_ERR_INVALID_PARAM,
+           "setenv(\"CUCOPY_LOG_LEVEL\", \"loud\") before cucopy_context_create(): got %s, "
+           "expected CUCOPY_ERR_INVALID_PARAM (is the environment read only when the library "
+           "loads?)", tc_status_name(s));
+    if (s == CUCOPY_OK)
+        CHECK_STATUS(cucopy_context_destroy(c), CUCOPY_OK);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--env-child") == 0) {
@@ -464,12 +481,13 @@ int main(int argc, char **argv)
     cucopy_ep_h orphan = NULL;
     REQUIRE_OK(cucopy_ep_create(iface, &orphan));
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
-    dead_ep(orphan, "its iface closed");
+    dead_ep(orphan, "its iface closed"); /* endpoints become invalid */
     dead_iface(iface);
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
     dead_context(ctx);
     tc_buf_free(&dev);
 
+    setenv_before_create();
     env_case("driver", "CUCOPY_CUDA_DRIVER", "/nonexistent/libcuda.so.1");
     env_case("log", "CUCOPY_LOG_LEVEL", "loud");
     env_case("max_poll", "CUCOPY_MAX_POLL", "0");

@@ -58,7 +58,7 @@ static struct protocol_result run_protocol(struct tc_comp *comps, int n)
             r.completed = 1;
             return r;
         }
-        if (!CHECKF(tc_now() < deadline, "event fd protocol: %d completion(s) still pending after "
+        if (FAIL_IF(tc_now() > deadline, "event fd protocol: %d completion(s) still pending after "
                                          "60 s", pending))
             return r;
         cucopy_status_t s = cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP);
@@ -67,23 +67,24 @@ static struct protocol_result run_protocol(struct tc_comp *comps, int n)
         if (s == CUCOPY_ERR_BUSY) {
             r.arm_busy++;
             int got = cucopy_iface_progress(iface);
-            if (!CHECKF(got >= 0, "progress: %s: %s", tc_status_name(got), cucopy_last_error()))
+            if (FAIL_IF(got < 0, "progress: %s: %s", tc_status_name(got), cucopy_last_error()))
                 return r;
             continue;
         }
-        if (!CHECK_STATUS(s, CUCOPY_OK))
+        if (FAIL_IF(s != CUCOPY_OK, "event_arm returned %s: %s", tc_status_name(s),
+                    cucopy_last_error()))
             return r;
         r.arm_ok++;
         struct pollfd p = {fd, POLLIN, 0};
         int ready = poll(&p, 1, POLL_TIMEOUT_MS);
-        if (!CHECKF(ready == 1 && (p.revents & POLLIN),
+        if (FAIL_IF(ready != 1 || !(p.revents & POLLIN),
                     "armed with %d completion(s) pending, but the fd did not become readable in "
                     "%d ms (poll returned %d, revents 0x%x): lost wake-up",
                     pending, POLL_TIMEOUT_MS, ready, (unsigned)p.revents))
             return r;
         r.wakeups++;
         int got = cucopy_iface_progress(iface);
-        if (!CHECKF(got >= 0, "progress: %s: %s", tc_status_name(got), cucopy_last_error()))
+        if (FAIL_IF(got < 0, "progress: %s: %s", tc_status_name(got), cucopy_last_error()))
             return r;
     }
 }
@@ -105,19 +106,23 @@ static int zcopy(const struct tc_buf *src, const struct tc_buf *dst, size_t len,
 static void check_fd(void)
 {
     REQUIRE_OK(cucopy_iface_event_fd(iface, &fd));
+    tc_case_begin("event fd, idle arm");
     CHECKF(fd >= 0 && fcntl(fd, F_GETFD) != -1, "event fd %d is not an open descriptor", fd);
     int again = -1;
     CHECK_STATUS(cucopy_iface_event_fd(iface, &again), CUCOPY_OK);
     CHECKF(again == fd, "event_fd returned %d, then %d", fd, again);
     CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+    tc_case_end();
 }
 
 /* Work finished on the device but not progressed: arm says BUSY. */
 static void busy_when_ready(int d)
 {
     struct tc_comp c;
+    tc_case_begin("BUSY with finished work on device %d", d);
     int s = zcopy(&pinned_src, &dev[d], SMALL, 0, &c);
     if (s != CUCOPY_INPROGRESS) {
+        tc_case_end();
         printf("test_event_fd: a 1 MiB H2D zcopy to device %d finished at once; BUSY case "
                "not testable\n", d);
         return;
@@ -131,6 +136,7 @@ static void busy_when_ready(int d)
     CHECKF(n >= 1 && c.fired == 1, "progress after BUSY returned %d, completion fired %d", n,
            c.fired);
     CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+    tc_case_end();
 }
 
 /* Work in flight: arm OK, fd readable when it finished, progress completes. */
@@ -139,9 +145,12 @@ static void wakeup_when_done(void)
     int armed_in_flight = 0;
     for (int t = 0; t < TRIALS; t++) {
         struct tc_comp c;
+        tc_case_begin("64 MiB H2D in flight, trial %d", t);
         int s = zcopy(&pinned_src, &dev[0], BIG, 0, &c);
-        if (s != CUCOPY_INPROGRESS)
+        if (s != CUCOPY_INPROGRESS) {
+            tc_case_end();
             continue;
+        }
         struct protocol_result r = run_protocol(&c, 1);
         CHECKF(r.completed, "trial %d: the 64 MiB copy never completed", t);
         if (r.first_arm == CUCOPY_OK) {
@@ -150,14 +159,17 @@ static void wakeup_when_done(void)
                                    "wake-up", t);
         }
         CHECKF(c.comp.status == CUCOPY_OK, "status %s", tc_status_name(c.comp.status));
+        tc_case_end();
     }
     CHECKF(armed_in_flight >= 1, "arm never returned OK with a 64 MiB copy in flight (%d trials)",
            TRIALS);
 
     /* And in the other direction. */
     struct tc_comp c;
+    tc_case_begin("64 MiB D2H in flight");
     if (zcopy(&dev[0], &pinned_dst, BIG, 1, &c) == CUCOPY_INPROGRESS)
         CHECK(run_protocol(&c, 1).completed);
+    tc_case_end();
 }
 
 static int issue_multi(struct tc_comp *comps)
@@ -175,6 +187,7 @@ static int issue_multi(struct tc_comp *comps)
 static void several_devices(void)
 {
     struct tc_comp comps[8];
+    tc_case_begin("work on every device");
     int n = issue_multi(comps);
     struct protocol_result r = run_protocol(comps, n);
     CHECKF(r.completed, "work on %d device(s) did not complete through the protocol",
@@ -183,6 +196,7 @@ static void several_devices(void)
         CHECKF(comps[i].fired == 1 && comps[i].comp.status == CUCOPY_OK,
                "op %d: fired %d, status %s", i, comps[i].fired,
                tc_status_name(comps[i].comp.status));
+    tc_case_end();
 }
 
 struct thread_arg {
@@ -194,9 +208,12 @@ struct thread_arg {
 static void *protocol_thread(void *p)
 {
     struct thread_arg *a = p;
+    tc_case_begin("arm/poll/progress from a thread with no current context");
     CHECKF(tc_current() == NULL, "a new thread has a current context");
     a->r = run_protocol(a->comps, a->n);
     CHECKF(tc_current() == NULL, "the protocol left a current context on the thread");
+    CHECKF(a->r.completed, "the work did not complete");
+    tc_case_end();
     return NULL;
 }
 
@@ -211,8 +228,6 @@ static void from_thread_without_context(void)
     pthread_t thread;
     REQUIRE(pthread_create(&thread, NULL, protocol_thread, &a) == 0);
     REQUIRE(pthread_join(thread, NULL) == 0);
-    CHECKF(a.r.completed, "arm/poll/progress from a thread with no current context did not "
-                          "complete the work");
 }
 
 int main(void)

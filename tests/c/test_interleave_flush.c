@@ -49,7 +49,9 @@ struct op {
     int get;
     size_t len;
     size_t slot;
+    int status;    /* what zcopy returned */
     int immediate; /* zcopy returned OK */
+    char error[200];
     struct tc_comp c;
 };
 
@@ -96,22 +98,19 @@ static void issue(int k)
     uint64_t dst = tc_buf_addr(dst_buf(o), o->slot);
     cucopy_iov_t iov = {(void *)(uintptr_t)(o->get ? dst : src), o->len};
     tc_comp_init(&o->c, 1);
-    o->immediate = 0;
     double deadline = tc_now() + TIMEOUT_S;
     for (;;) {
-        cucopy_status_t s = o->get ? cucopy_ep_get_zcopy(eps[o->ep], &iov, 1, src, &o->c.comp)
-                                   : cucopy_ep_put_zcopy(eps[o->ep], &iov, 1, dst, &o->c.comp);
-        if (s == CUCOPY_ERR_NO_RESOURCE && tc_now() < deadline) {
-            CHECK(cucopy_iface_progress(iface) >= 0);
-            continue;
-        }
-        if (s == CUCOPY_OK)
-            o->immediate = 1;
-        else
-            CHECKF(s == CUCOPY_INPROGRESS, "op %d: zcopy returned %s: %s", k, tc_status_name(s),
-                   cucopy_last_error());
-        return;
+        o->status = o->get ? cucopy_ep_get_zcopy(eps[o->ep], &iov, 1, src, &o->c.comp)
+                           : cucopy_ep_put_zcopy(eps[o->ep], &iov, 1, dst, &o->c.comp);
+        if (o->status != CUCOPY_ERR_NO_RESOURCE || tc_now() > deadline)
+            break;
+        int n = cucopy_iface_progress(iface);
+        if (FAIL_IF(n < 0, "progress: %s: %s", tc_status_name(n), cucopy_last_error()))
+            break;
     }
+    o->immediate = o->status == CUCOPY_OK;
+    if (o->status != CUCOPY_OK && o->status != CUCOPY_INPROGRESS)
+        snprintf(o->error, sizeof(o->error), "%s", cucopy_last_error());
 }
 
 static void issue_all(void)
@@ -133,70 +132,57 @@ static void progress_until(struct tc_comp *c1, struct tc_comp *c2)
     double deadline = tc_now() + TIMEOUT_S;
     while ((c1->fired == 0 || (c2 != NULL && c2->fired == 0)) && tc_now() < deadline) {
         int n = cucopy_iface_progress(iface);
-        if (!CHECKF(n >= 0, "progress returned %s: %s", tc_status_name(n), cucopy_last_error()))
+        if (FAIL_IF(n < 0, "progress: %s: %s", tc_status_name(n), cucopy_last_error()))
             return;
     }
 }
 
-/* Every op completed exactly once with OK, in issue order per (ep, context,
- * direction), and no completion fires again. */
-static void check_ops(const char *what)
-{
-    for (int i = 0; i < 3; i++)
-        CHECKF(cucopy_iface_progress(iface) == 0, "%s: progress after everything finished "
-                                                  "reports completions", what);
-    int bad = 0;
-    for (int k = 0; k < nops; k++) {
-        struct op *o = &ops[k];
-        if (o->immediate) {
-            bad += !CHECKF(o->c.fired == 0, "%s: op %d returned OK but its completion fired",
-                           what, k);
-            continue;
-        }
-        bad += !CHECKF(o->c.fired == 1 && o->c.comp.count == 0 && o->c.comp.status == CUCOPY_OK,
-                       "%s: op %d completion fired %d times, count %d, status %s", what, k,
-                       o->c.fired, o->c.comp.count, tc_status_name(o->c.comp.status));
-    }
-    for (int k = 0; k < nops; k++) {
-        for (int j = k + 1; j < nops; j++) {
-            const struct op *a = &ops[k];
-            const struct op *b = &ops[j];
-            /* Same op type: same context (source's, or the device side's)
-             * and same direction, and the same destination device. */
-            if (a->immediate || b->immediate || a->ep != b->ep || a->type != b->type ||
-                a->c.fired != 1 || b->c.fired != 1)
-                continue;
-            if (a->c.order > b->c.order) {
-                bad += !CHECKF(0, "%s: op %d completed before op %d issued earlier on the same "
-                                  "(ep, context, direction)", what, j, k);
-                j = nops; /* one message per op */
-            }
-        }
-    }
-    CHECKF(bad == 0, "%s: %d op(s) wrong", what, bad);
-}
+static const char *const dir_names[] = {"H2D", "D2H", "D2D"};
 
-static void verify_data(int seed, const char *what)
+/* One case per op: issued, completed exactly once with OK, not before an op
+ * issued earlier on the same (ep, context, direction), data in place and
+ * nothing written past it. */
+static void check_ops(const char *what, int seed)
 {
     unsigned char back[SLOT];
-    int bad = 0;
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        n += cucopy_iface_progress(iface);
+    CHECKF(n == 0, "%s: progress after everything finished reports %d completion(s)", what, n);
     for (int k = 0; k < nops; k++) {
-        struct op *o = &ops[k];
-        tc_buf_read(dst_buf(o), o->slot, back, SLOT);
-        if (memcmp(back, op_data(k, seed), o->len) != 0) {
-            if (bad++ < 5)
-                CHECKF(0, "%s: op %d data differs", what, k);
-            continue;
-        }
-        for (size_t i = o->len; i < SLOT; i++) {
-            if (back[i] != FILL) {
-                if (bad++ < 5)
-                    CHECKF(0, "%s: op %d wrote past its end", what, k);
+        const struct op *o = &ops[k];
+        tc_case_begin("%s: op %d (%s %s dev %d -> dev %d, %zu bytes, ep %d)", what, k,
+                      o->get ? "get" : "put", dir_names[o->type->dir], o->type->src_dev,
+                      o->type->dst_dev, o->len, o->ep);
+        CHECKF(o->status == CUCOPY_OK || o->status == CUCOPY_INPROGRESS,
+               "zcopy returned %s: %s", tc_status_name(o->status), o->error);
+        if (o->immediate)
+            CHECKF(o->c.fired == 0, "returned OK but its completion fired");
+        else
+            CHECKF(o->c.fired == 1 && o->c.comp.count == 0 && o->c.comp.status == CUCOPY_OK,
+                   "completion fired %d times, count %d, status %s", o->c.fired,
+                   o->c.comp.count, tc_status_name(o->c.comp.status));
+        for (int j = 0; j < k; j++) {
+            const struct op *a = &ops[j];
+            /* Same op type: same context (the source's, or the device
+             * side's), same direction, same destination device. */
+            if (a->immediate || o->immediate || a->ep != o->ep || a->type != o->type ||
+                a->c.fired != 1 || o->c.fired != 1)
+                continue;
+            if (a->c.order > o->c.order) {
+                CHECKF(0, "completed before op %d, issued earlier on the same (ep, context, "
+                          "direction)", j);
                 break;
             }
         }
+        tc_buf_read(dst_buf(o), o->slot, back, SLOT);
+        CHECKF(memcmp(back, op_data(k, seed), o->len) == 0, "data differs");
+        size_t i = o->len;
+        while (i < SLOT && back[i] == FILL)
+            i++;
+        CHECKF(i == SLOT, "byte %zu past the end was written", i - o->len);
+        tc_case_end();
     }
-    CHECKF(bad == 0, "%s: %d op(s) with wrong data", what, bad);
 }
 
 static void iface_flush_with_completion(void)
@@ -205,6 +191,7 @@ static void iface_flush_with_completion(void)
     issue_all();
     struct tc_comp f;
     tc_comp_init(&f, 1);
+    tc_case_begin("iface flush with a completion");
     cucopy_status_t s = cucopy_iface_flush(iface, 0, &f.comp);
     if (s == CUCOPY_OK) {
         CHECKF(all_fired(), "iface flush returned OK while op completions are still pending");
@@ -222,8 +209,8 @@ static void iface_flush_with_completion(void)
         CHECKF(late == 0, "%d op completion(s) fired after (or not before) the iface flush "
                           "completion", late);
     }
-    check_ops("iface flush");
-    verify_data(1, "iface flush");
+    tc_case_end();
+    check_ops("iface flush", 1);
 }
 
 static void ep_flush_with_completion(void)
@@ -231,6 +218,7 @@ static void ep_flush_with_completion(void)
     prepare(2);
     issue_all();
     struct tc_comp f[2];
+    tc_case_begin("ep flush with a completion");
     for (int e = 0; e < 2; e++) {
         tc_comp_init(&f[e], 1);
         cucopy_status_t s = cucopy_ep_flush(eps[e], 0, &f[e].comp);
@@ -256,8 +244,8 @@ static void ep_flush_with_completion(void)
                 late++;
         CHECKF(late == 0, "ep %d: %d op completion(s) fired after its flush completion", e, late);
     }
-    check_ops("ep flush");
-    verify_data(2, "ep flush");
+    tc_case_end();
+    check_ops("ep flush", 2);
 }
 
 static void flush_without_completion(void)
@@ -266,22 +254,25 @@ static void flush_without_completion(void)
     issue_all();
     double deadline = tc_now() + TIMEOUT_S;
     cucopy_status_t s;
-    int calls = 0;
-    while ((s = cucopy_iface_flush(iface, 0, NULL)) == CUCOPY_INPROGRESS && tc_now() < deadline) {
-        calls++;
-        CHECK(cucopy_iface_progress(iface) >= 0);
-    }
+    int n = 0;
+    tc_case_begin("iface flush(NULL) until OK");
+    while ((s = cucopy_iface_flush(iface, 0, NULL)) == CUCOPY_INPROGRESS && tc_now() < deadline)
+        if (FAIL_IF((n = cucopy_iface_progress(iface)) < 0, "progress: %s", tc_status_name(n)))
+            break;
     CHECK_STATUS(s, CUCOPY_OK);
     CHECKF(all_fired(), "iface flush(NULL) returned OK while op completions are pending");
-    check_ops("flush NULL");
-    verify_data(3, "flush NULL");
+    tc_case_end();
+    check_ops("flush NULL", 3);
 
     prepare(4);
     issue_all();
+    tc_case_begin("ep flush(NULL) until OK");
     for (int e = 0; e < 2; e++) {
         deadline = tc_now() + TIMEOUT_S;
         while ((s = cucopy_ep_flush(eps[e], 0, NULL)) == CUCOPY_INPROGRESS && tc_now() < deadline)
-            CHECK(cucopy_iface_progress(iface) >= 0);
+            if (FAIL_IF((n = cucopy_iface_progress(iface)) < 0, "progress: %s",
+                        tc_status_name(n)))
+                break;
         CHECK_STATUS(s, CUCOPY_OK);
         int pending = 0;
         for (int k = 0; k < nops; k++)
@@ -289,8 +280,8 @@ static void flush_without_completion(void)
         CHECKF(pending == 0, "ep %d flush(NULL) returned OK with %d completion(s) pending", e,
                pending);
     }
-    check_ops("ep flush NULL");
-    verify_data(4, "ep flush NULL");
+    tc_case_end();
+    check_ops("ep flush NULL", 4);
 }
 
 static void flush_idle(void)
