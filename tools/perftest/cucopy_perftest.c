@@ -19,7 +19,7 @@
  *   peer  put_short / put_zcopy from GPU i to GPU j (every ordered pair)
  *
  * The cucopy loops run on the main thread with the primary context of device
- * 0 current, as a typical application has it; one iface and one ep serve
+ * 0 current, as a typical application has it (--current changes it); one iface and one ep serve
  * every device. The raw loops make the right context current once before the
  * loop (one stream per copy lane; with --concurrent one thread switches
  * between the lanes' contexts), which is what a careful user does.
@@ -58,6 +58,7 @@ enum impl { IMPL_CUCOPY, IMPL_RAW, IMPL_COUNT };
 #define MAX_DEVICES 64
 #define MAX_SIZES 64
 #define VERIFY_BYTES 64
+#define MIN_ITERS 3
 
 struct options {
     int devices[MAX_DEVICES]; /* selected ordinals, in order */
@@ -74,6 +75,7 @@ struct options {
     int window;
     int concurrent;
     int csv;
+    int current; /* device whose primary context is current; -1: none */
     double target_s;  /* seconds per measurement */
     double timeout_s; /* one loop longer than this is a hang */
 };
@@ -83,6 +85,7 @@ static struct options opt = {
     .tests = (1u << TEST_COUNT) - 1,
     .warmup = -1,
     .window = 8,
+    .current = 0,
     .target_s = 0.2,
     .timeout_s = 60.0,
 };
@@ -115,6 +118,10 @@ static cucopy_ep_h ep;
 static int failures;        /* verification or operation failures */
 static int ctx_violations;  /* cucopy calls that left another current context */
 static unsigned pattern_seed = 1;
+/* The context current on the main thread while cucopy runs (--current). */
+static cdContext home_ctx;
+static char home_label[64];
+static char peer_info[1024]; /* "0->1 on, 1->0 on" for the header */
 
 /* One copy stream: a source, a destination and the context that runs it. */
 struct lane {
@@ -228,6 +235,8 @@ static void usage(FILE *f)
             "                           baseline uses one stream per device from one thread.\n"
             "                           lat is always measured per device.\n"
             "  --format table|csv       output format (default table)\n"
+            "  --current N|none         context current on the thread calling cucopy: the\n"
+            "                           primary context of device N (default 0), or none\n"
             "  --help                   this text\n"
             "\n"
             "lat:  put_short (h2d, d2d, peer) or get_short (d2h) of each size, average us\n"
@@ -364,7 +373,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_TIME, O_TIMEOUT, O_CONCURRENT, O_FORMAT, O_HELP
+        O_WINDOW, O_TIME, O_TIMEOUT, O_CONCURRENT, O_FORMAT, O_CURRENT, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -380,6 +389,7 @@ static void parse_options(int argc, char **argv)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
         {"format", required_argument, NULL, O_FORMAT},
+        {"current", required_argument, NULL, O_CURRENT},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -453,6 +463,14 @@ static void parse_options(int argc, char **argv)
                 opt.csv = 1;
             else
                 die("bad --format '%s' (table or csv)", optarg);
+            break;
+        case O_CURRENT:
+            if (strcmp(optarg, "none") == 0)
+                opt.current = -1;
+            else
+                opt.current = (int)parse_long("--current", optarg, 0);
+            if (opt.current >= MAX_DEVICES)
+                die("bad --current '%s'", optarg);
             break;
         case 'h':
         case O_HELP:
@@ -544,10 +562,13 @@ static void setup(void)
     if (buf_size == 0)
         die("nothing to measure");
 
-    /* Primary contexts: the selected devices, and device 0 (current on this
-     * thread while cucopy runs, as in a typical application). */
+    /* Primary contexts: the selected devices, and the --current one (device
+     * 0 by default: current on this thread while cucopy runs, as in a typical
+     * application). */
+    if (opt.current >= ndev_total)
+        die("--current %d: device does not exist (%d devices)", opt.current, ndev_total);
     for (int d = 0; d < ndev_total; d++) {
-        if (!devs[d].used && d != 0)
+        if (!devs[d].used && d != opt.current)
             continue;
         TD_CHECK(td.cuDeviceGet(&devs[d].dev, d));
         TD_CHECK(td.cuDevicePrimaryCtxRetain(&devs[d].pctx, devs[d].dev));
@@ -599,14 +620,21 @@ static void setup(void)
                 if (a == b)
                     continue;
                 int can = 0;
-                if (td.cuDeviceCanAccessPeer(&can, devs[a].dev, devs[b].dev) != CD_SUCCESS ||
-                    !can)
-                    continue;
-                push_ctx(a);
-                cdResult r = td.cuCtxEnablePeerAccess(devs[b].pctx, 0);
-                pop_ctx();
-                if (r != CD_SUCCESS && r != CD_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-                    drv_error("cuCtxEnablePeerAccess", r);
+                cdResult r = CD_ERROR_PEER_ACCESS_UNSUPPORTED;
+                if (td.cuDeviceCanAccessPeer(&can, devs[a].dev, devs[b].dev) == CD_SUCCESS &&
+                    can) {
+                    push_ctx(a);
+                    r = td.cuCtxEnablePeerAccess(devs[b].pctx, 0);
+                    pop_ctx();
+                    if (r != CD_SUCCESS && r != CD_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+                        drv_error("cuCtxEnablePeerAccess", r);
+                }
+                size_t used = strlen(peer_info);
+                snprintf(peer_info + used, sizeof(peer_info) - used, "%s%d->%d %s",
+                         used ? ", " : "", a, b,
+                         r == CD_SUCCESS || r == CD_ERROR_PEER_ACCESS_ALREADY_ENABLED
+                             ? "on"
+                             : "off (driver's staged path)");
             }
     }
 
@@ -623,8 +651,15 @@ static void setup(void)
         exit(1);
     }
 
-    /* From here on, device 0's primary context is current on this thread. */
-    TD_CHECK(td.cuCtxSetCurrent(devs[0].pctx));
+    /* From here on, home_ctx is current on this thread. */
+    if (opt.current >= 0) {
+        home_ctx = devs[opt.current].pctx;
+        snprintf(home_label, sizeof(home_label), "device %d's primary context", opt.current);
+    } else {
+        home_ctx = NULL;
+        snprintf(home_label, sizeof(home_label), "no context");
+    }
+    TD_CHECK(td.cuCtxSetCurrent(home_ctx));
 }
 
 static void teardown(void)
@@ -761,13 +796,13 @@ static void check_current_context(const char *after)
 {
     cdContext cur = NULL;
     TD_CHECK(td.cuCtxGetCurrent(&cur));
-    if (cur != devs[0].pctx) {
+    if (cur != home_ctx) {
         fprintf(stderr,
                 "cucopy_perftest: LIBRARY BUG: current context is %p after %s, was %p "
-                "(device 0's primary context)\n",
-                (void *)cur, after, (void *)devs[0].pctx);
+                "(%s)\n",
+                (void *)cur, after, (void *)home_ctx, home_label);
         ctx_violations++;
-        TD_CHECK(td.cuCtxSetCurrent(devs[0].pctx));
+        TD_CHECK(td.cuCtxSetCurrent(home_ctx));
     }
 }
 
@@ -1027,10 +1062,10 @@ static int raw_lat(struct measurement *m, long n, double *secs)
         }
     }
     *secs = now_s() - t0;
-    TD_CHECK(td.cuCtxSetCurrent(devs[0].pctx));
+    TD_CHECK(td.cuCtxSetCurrent(home_ctx));
     return 0;
 fail:
-    TD_CHECK(td.cuCtxSetCurrent(devs[0].pctx));
+    TD_CHECK(td.cuCtxSetCurrent(home_ctx));
     return -1;
 }
 
@@ -1092,7 +1127,7 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
     }
     *secs = now_s() - t0;
 out:
-    TD_CHECK(td.cuCtxSetCurrent(devs[0].pctx));
+    TD_CHECK(td.cuCtxSetCurrent(home_ctx));
     return rc;
 }
 
@@ -1154,7 +1189,9 @@ static int warm_and_calibrate(struct measurement *m, enum impl impl, long *n)
     }
     per = t / (double)k;
     double want = per > 0 ? opt.target_s / per : (double)cap;
-    *n = want >= (double)cap ? cap : (want < 1 ? 1 : (long)want);
+    *n = want >= (double)cap ? cap : (long)want;
+    if (*n < MIN_ITERS) /* a few samples even for slow operations */
+        *n = cap < MIN_ITERS ? cap : MIN_ITERS;
     return 0;
 }
 
@@ -1209,12 +1246,25 @@ static void print_header(void)
     for (int d = 0; d < ndev_total; d++)
         if (devs[d].used)
             printf("#   device %d: %s\n", d, devs[d].name);
-    printf("# window %d, iterations %s%ld, warmup %s, target %.3g s per measurement%s\n",
-           opt.window, opt.iters_cap > 0 ? "auto, at most " : "auto",
-           opt.iters_cap > 0 ? opt.iters_cap : 0L, opt.warmup >= 0 ? "fixed" : "auto",
-           opt.target_s, opt.concurrent ? ", bw/rate: all devices at once (aggregate)" : "");
-    printf("# cucopy: one iface + one ep, device 0's primary context current; "
-           "raw: cuMemcpyAsync on a stream per lane\n");
+    char iters[64], warm[32];
+    if (opt.iters_cap > 0)
+        snprintf(iters, sizeof(iters), "auto, at most %ld", opt.iters_cap);
+    else
+        snprintf(iters, sizeof(iters), "auto");
+    if (opt.warmup >= 0)
+        snprintf(warm, sizeof(warm), "%ld", opt.warmup);
+    else
+        snprintf(warm, sizeof(warm), "auto");
+    printf("# window %d, iterations %s, warmup %s, target %.3g s per measurement%s\n",
+           opt.window, iters, warm, opt.target_s,
+           opt.concurrent ? ", bw/rate: all devices at once (aggregate)" : "");
+    printf("# host memory: pinned = cuMemHostAlloc(PORTABLE), pageable = posix_memalign; "
+           "h2d: put, d2h: get\n");
+    if (peer_info[0] != '\0')
+        printf("# peer access (enabled here for cucopy and raw alike): %s\n", peer_info);
+    printf("# cucopy: one iface + one ep, current: %s; raw: cuMemcpyAsync on a stream per "
+           "lane\n",
+           home_label);
     printf("# ratio > 1.0 means cucopy is faster (lat: raw/cucopy; bw, rate: cucopy/raw)\n");
     printf("%-4s %-4s %-6s %-6s %-8s %6s %11s %11s %-6s %6s %9s %s\n", "test", "dir", "src",
            "dst", "host", "size", "cucopy", "raw", "unit", "ratio", "iters", "status");
