@@ -8,6 +8,8 @@
  *  - arm with work in flight (64 MiB; FAKECUDA_DELAY_US on the fake) returns
  *    OK, poll() on the fd becomes readable once the work finished, and
  *    progress completes it; a poll timeout means a lost wake-up;
+ *  - arm from a completion callback while another completion still waits
+ *    returns BUSY;
  *  - work on several devices at once;
  *  - arm/poll/progress from a thread with no current context, for work
  *    issued by another thread.
@@ -19,6 +21,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -139,6 +142,53 @@ static void busy_when_ready(int d)
     tc_case_end();
 }
 
+/* A completion callback arms while another completion waits: BUSY. */
+struct arm_in_callback {
+    struct tc_comp c;
+    int arm_status;
+};
+
+static void arm_from_callback(cucopy_completion_t *self)
+{
+    struct arm_in_callback *a =
+        (struct arm_in_callback *)((char *)self - offsetof(struct arm_in_callback, c.comp));
+    a->c.fired++;
+    a->c.order = tc_next_seq();
+    a->arm_status = cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP);
+}
+
+static void busy_from_callback(void)
+{
+    struct arm_in_callback a;
+    struct tc_comp second;
+    tc_case_begin("arm from a completion callback while another completion waits");
+    int s1 = zcopy(&pinned_src, &dev[0], SMALL, 0, &a.c);
+    a.c.comp.func = arm_from_callback;
+    a.arm_status = 1;
+    int s2 = zcopy(&pinned_src, &dev[0], SMALL, 0, &second);
+    if (s1 != CUCOPY_INPROGRESS || s2 != CUCOPY_INPROGRESS) {
+        printf("test_event_fd: 1 MiB H2D zcopies finished at once; callback case not testable\n");
+        tc_case_end();
+        run_protocol(&second, 1);
+        return;
+    }
+    tc_push(dev[0].ctx);
+    TD_CHECK(td.cuCtxSynchronize()); /* both copies are done on the device */
+    tc_pop(dev[0].ctx);
+    double deadline = tc_now() + 30;
+    while ((a.c.fired == 0 || second.fired == 0) && tc_now() < deadline)
+        if (FAIL_IF(cucopy_iface_progress(iface) < 0, "progress: %s", cucopy_last_error()))
+            break;
+    CHECKF(a.c.fired == 1 && second.fired == 1, "completions fired %d and %d times", a.c.fired,
+           second.fired);
+    CHECKF(second.order > a.c.order, "the second copy completed first");
+    if (second.order > a.c.order)
+        CHECKF(a.arm_status == CUCOPY_ERR_BUSY,
+               "event_arm inside a completion callback, with the next completion waiting, "
+               "returned %s, expected CUCOPY_ERR_BUSY", tc_status_name(a.arm_status));
+    tc_case_end();
+}
+
 /* Work in flight: arm OK, fd readable when it finished, progress completes. */
 static void wakeup_when_done(void)
 {
@@ -251,6 +301,7 @@ int main(void)
     check_fd();
     for (int d = 0; d < devices && d < 2; d++)
         busy_when_ready(d);
+    busy_from_callback();
     wakeup_when_done();
     several_devices();
     from_thread_without_context();

@@ -9,6 +9,8 @@
  *  - flush with NULL, called again until OK: all op completions have fired;
  *  - ops of one endpoint with the same (context, direction) complete in issue
  *    order (the header's ordering rule);
+ *  - an ep destroyed with ops outstanding: they still complete (iface flush);
+ *  - a completion callback that issues the next zcopy;
  *  - flush with nothing outstanding returns OK and leaves its completion alone.
  * All copied data is verified.
  */
@@ -16,6 +18,7 @@
 #include "check.h"
 #include "mem.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +287,90 @@ static void flush_without_completion(void)
     check_ops("ep flush NULL", 4);
 }
 
+/* ep_destroy with copies outstanding: they still complete through the iface. */
+static void ep_destroyed_with_ops_outstanding(void)
+{
+    prepare(5);
+    issue_all();
+    struct tc_comp f;
+    tc_comp_init(&f, 1);
+    tc_case_begin("ep destroyed with ops outstanding, then iface flush");
+    CHECK_STATUS(cucopy_ep_destroy(eps[1]), CUCOPY_OK);
+    eps[1] = NULL;
+    cucopy_status_t s = cucopy_iface_flush(iface, 0, &f.comp);
+    if (s == CUCOPY_OK) {
+        CHECKF(all_fired(), "iface flush returned OK while op completions are still pending");
+    } else {
+        CHECK_STATUS(s, CUCOPY_INPROGRESS);
+        progress_until(&f, NULL);
+        CHECKF(f.fired == 1, "iface flush completion fired %d times", f.fired);
+    }
+    tc_case_end();
+    check_ops("destroyed ep", 5);
+    REQUIRE_OK(cucopy_ep_create(iface, &eps[1]));
+}
+
+/* A completion callback issues the next copy (callbacks may call cucopy). */
+struct chain {
+    struct tc_comp first;
+    struct tc_comp next;
+    cucopy_iov_t iov;
+    uint64_t remote;
+    int status;
+    char error[200];
+};
+
+static void chain_fired(cucopy_completion_t *self)
+{
+    struct chain *ch = (struct chain *)((char *)self - offsetof(struct chain, first.comp));
+    ch->first.fired++;
+    ch->first.order = tc_next_seq();
+    ch->status = cucopy_ep_put_zcopy(eps[0], &ch->iov, 1, ch->remote, &ch->next.comp);
+    snprintf(ch->error, sizeof(ch->error), "%s", cucopy_last_error());
+}
+
+static void zcopy_from_callback(void)
+{
+    /* host_src slot 0 -> device 0 dst slot 0, then from the callback
+     * device 0 dst slot 0 -> the last device's dst slot 1. */
+    const struct tc_buf *mid = &dev_dst[0];
+    const struct tc_buf *last = &dev_dst[td.device_count > 1 ? 1 : 0];
+    const unsigned char *data = op_data(0, 6);
+    unsigned char back[SLOT];
+    struct chain ch;
+    memset(&ch, 0, sizeof(ch));
+    tc_comp_init(&ch.first, 1);
+    tc_comp_init(&ch.next, 1);
+    ch.first.comp.func = chain_fired;
+    ch.iov.buffer = (void *)(uintptr_t)tc_buf_addr(mid, 0);
+    ch.iov.length = SLOT;
+    ch.remote = tc_buf_addr(last, SLOT);
+    tc_buf_write(&host_src, 0, data, SLOT);
+    tc_buf_set(mid, 0, FILL, 2 * SLOT);
+    tc_buf_set(last, 0, FILL, 2 * SLOT);
+
+    tc_case_begin("zcopy issued from a completion callback");
+    cucopy_iov_t iov = {host_src.host, SLOT};
+    cucopy_status_t s = cucopy_ep_put_zcopy(eps[0], &iov, 1, tc_buf_addr(mid, 0), &ch.first.comp);
+    if (s == CUCOPY_OK)
+        chain_fired(&ch.first.comp); /* finished at once: issue the next one here */
+    else if (CHECK_STATUS(s, CUCOPY_INPROGRESS))
+        progress_until(&ch.first, NULL);
+    CHECKF(ch.first.fired == 1, "first completion fired %d times", ch.first.fired);
+    CHECKF(ch.status == CUCOPY_OK || ch.status == CUCOPY_INPROGRESS,
+           "zcopy from the callback returned %s: %s", tc_status_name(ch.status), ch.error);
+    if (ch.status == CUCOPY_INPROGRESS)
+        progress_until(&ch.next, NULL);
+    else
+        ch.next.fired = 1;
+    CHECKF(ch.next.fired == 1 && ch.next.comp.status == CUCOPY_OK,
+           "chained completion fired %d times, status %s", ch.next.fired,
+           tc_status_name(ch.next.comp.status));
+    tc_buf_read(last, SLOT, back, SLOT);
+    CHECKF(memcmp(back, data, SLOT) == 0, "chained copy: data differs");
+    tc_case_end();
+}
+
 static void flush_idle(void)
 {
     struct tc_comp f;
@@ -337,6 +424,8 @@ int main(void)
     iface_flush_with_completion();
     ep_flush_with_completion();
     flush_without_completion();
+    ep_destroyed_with_ops_outstanding();
+    zcopy_from_callback();
     flush_idle();
 
     CHECK_STATUS(cucopy_ep_destroy(eps[0]), CUCOPY_OK);
