@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
-	github.com/stretchr/testify v1.12.1 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.50.0
 )
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
