@@ -125,12 +125,19 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	n := 0
 	off := uint64(0)
 	c := &i.scratch
+	var last cudadrv.CopyOp // the operation's last queued piece
 	for _, v := range iov {
 		if v.Length == 0 {
 			continue
 		}
 		*c = cudadrv.CopyOp{Len: v.Length}
 		c.Dst, c.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		if n > 0 {
+			// Consecutive pieces on one stream share one event, so an
+			// operation never needs more events than it has runs.
+			c.Flags = cudadrv.CopyReuse
+			c.ReuseSlot, c.ReuseKind, c.ReuseEvent = last.Slot, last.Kind, last.Event
+		}
 		i.ops[idx].pending++
 		st, err := i.issue(op, c, idx)
 		if err != nil {
@@ -139,11 +146,13 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 			i.abandonOp(idx)
 			return StatusOf(err), err
 		}
-		if st == cudadrv.CopyDone {
+		switch st {
+		case cudadrv.CopyDone, cudadrv.CopyJoined:
 			i.ops[idx].pending--
-		} else {
+		default:
 			issued[n] = pieceRef{slot: c.Slot, kind: c.Kind}
 			n++
+			last = *c
 		}
 		off += v.Length
 	}

@@ -107,6 +107,15 @@ type flushTarget struct {
 
 // OpenIface opens an iface. No CUDA resource is created here.
 func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
+	if p.ThreadMode != ThreadSingle && p.ThreadMode != ThreadMulti {
+		return nil, errorf(ErrInvalid, "iface_open", "thread mode %d", p.ThreadMode)
+	}
+	if err := CheckLimit("max_poll", p.MaxPoll); err != nil {
+		return nil, &Error{Status: ErrInvalid, Op: "iface_open", Msg: err.Error()}
+	}
+	if err := CheckLimit("max_events", p.MaxEvents); err != nil {
+		return nil, &Error{Status: ErrInvalid, Op: "iface_open", Msg: err.Error()}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ifaces++
@@ -227,7 +236,8 @@ func (i *Iface) Progress() (int, error) {
 			if q.count == 0 {
 				continue
 			}
-			done, err := i.drv.QueryEvents(r.ctx, q.segment(int(i.params.MaxPoll)))
+			seg := q.segment(int(i.params.MaxPoll))
+			done, err := i.drv.QueryEvents(r.ctx, seg)
 			for j := 0; j < done; j++ {
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
@@ -235,9 +245,14 @@ func (i *Iface) Progress() (int, error) {
 					completed++
 				}
 			}
-			if err != nil {
-				// The head piece failed (e.g. a sticky error in this
-				// context): fail it; the other contexts go on.
+			if err != nil && isPopFailure(err) {
+				// The events were counted correctly; only leaving the
+				// context failed.
+				logf(LogWarn, "progress on device %d (context id %d): %v", r.device, r.id, err)
+			} else if err != nil {
+				// The head piece's query failed (e.g. a sticky error in
+				// this context) or its context cannot be entered: fail
+				// that piece; the other contexts go on.
 				logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
 					r.device, r.id, cudadrv.KindName(k), err)
 				ev, op := q.pop()
@@ -445,8 +460,9 @@ func (i *Iface) firstActivePrimary(op string) (cudadrv.Context, error) {
 
 // issue runs one copy piece, doing the cold work the driver layer asks for
 // (new slot, stream, event, primary context, peer access) and retrying. It
-// returns CopyDone, CopyQueued (the piece is in a queue under opIdx), or an
-// error. The caller holds the lock.
+// returns CopyDone, CopyQueued (the piece is in a queue under opIdx),
+// CopyJoined (folded into the previous piece's queue entry), or an error.
+// The caller holds the lock.
 func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopyStatus, error) {
 	for {
 		st := i.drv.Copy(i.slots, i.primary, c)
@@ -459,6 +475,12 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 				i.cpuOps++
 				i.cpuBytes += c.Len
 			}
+			return st, nil
+		case cudadrv.CopyJoined:
+			// Folded into the operation's previous piece: its queue entry
+			// and event now stand for both.
+			i.res[c.Slot].ops[c.Kind]++
+			i.res[c.Slot].bytes[c.Kind] += c.Len
 			return st, nil
 		case cudadrv.CopyQueued:
 			s := int(c.Slot)
@@ -532,6 +554,13 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 			return st, driverError(op, "", i.drv.Error(c.Err))
 		}
 	}
+}
+
+// isPopFailure reports whether a driver error came from leaving a context
+// (cuCtxPopCurrent) rather than from the operation itself.
+func isPopFailure(err error) bool {
+	var r *cudadrv.Result
+	return errors.As(err, &r) && r.Call == "cuCtxPopCurrent"
 }
 
 func pick(cond bool, a, b uint64) uint64 {

@@ -68,6 +68,10 @@ const (
 	CopyForceCPU = 1 << 1 // managed memory without a usable context: CPU copy
 	// CopyFallbackCtx: managed memory without an owning context runs on op.Ctx.
 	CopyFallbackCtx = 1 << 2
+	// CopyReuse: the previous piece of the operation went to (op.ReuseSlot,
+	// op.ReuseKind); a piece landing there too re-records op.ReuseEvent
+	// after itself instead of taking a new event (CopyJoined).
+	CopyReuse = 1 << 3
 )
 
 // CopyStatus is the outcome of Interface.Copy (CD_COPY_*).
@@ -83,6 +87,7 @@ const (
 	CopyNeedPeer    CopyStatus = 6 // peer access from op.Slot to op.PeerCtx not tried yet
 	CopyOutOfRange  CopyStatus = 7 // the range crosses the end of its allocation (op.Side 0 src, 1 dst)
 	CopyDriverError CopyStatus = 8 // op.Err names the failed call
+	CopyJoined      CopyStatus = 9 // issued on op.Slot, op.Kind; op.ReuseEvent re-recorded after it
 )
 
 // CallError is a failed driver call as the C side reports it (struct cd_err).
@@ -96,6 +101,9 @@ type CopyOp struct {
 	Dst, Src, Len uint64
 	Flags         uint32
 	NDevices      int32 // length of the primary-context table passed to Copy
+	ReuseSlot     int32
+	ReuseKind     int32
+	ReuseEvent    Event
 	Slot          int32
 	Kind          int32
 	Device        int32

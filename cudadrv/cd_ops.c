@@ -196,7 +196,8 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     cdStream stream = (cdStream)slot->stream[op->kind];
     if (stream == NULL)
         return CD_COPY_NEED_STREAM;
-    cdEvent event = (cdEvent)slot->event;
+    int joined = (op->flags & CD_COPY_REUSE) && op->reuse_slot == s && op->reuse_kind == op->kind;
+    cdEvent event = joined ? (cdEvent)op->reuse_event : (cdEvent)slot->event;
     if (!(op->flags & CD_COPY_SYNC) && event == NULL)
         return CD_COPY_NEED_EVENT;
 
@@ -229,7 +230,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     if (op->flags & CD_COPY_SYNC)
         return CD_COPY_DONE;
     op->event = (uintptr_t)event;
-    return CD_COPY_QUEUED;
+    return joined ? CD_COPY_JOINED : CD_COPY_QUEUED;
 out:
     return CD_COPY_DRIVER_ERROR;
 }

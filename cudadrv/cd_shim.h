@@ -84,7 +84,11 @@ typedef struct cd_slot {
 enum {
     CD_COPY_SYNC = 1u << 0,     /* short: copy on the short stream and synchronize */
     CD_COPY_FORCE_CPU = 1u << 1, /* managed memory with no usable context: CPU copy */
-    CD_COPY_FALLBACK_CTX = 1u << 2 /* managed memory with no owning context: run on op->ctx */
+    CD_COPY_FALLBACK_CTX = 1u << 2, /* managed memory with no owning context: run on op->ctx */
+    /* the previous piece of this operation went to (reuse_slot, reuse_kind)
+     * with reuse_event: a piece landing there too re-records that event
+     * instead of taking a new one (pieces of a stream complete in order) */
+    CD_COPY_REUSE = 1u << 3
 };
 
 /* cd_copy results */
@@ -97,7 +101,8 @@ enum {
     CD_COPY_NEED_PRIMARY = 5, /* memory without owning context on device `device` (-1: unknown) */
     CD_COPY_NEED_PEER = 6,    /* peer access from slot `slot` to `peer_ctx` not tried yet */
     CD_COPY_OUT_OF_RANGE = 7, /* the range crosses the end of its allocation (`side`: 0 src, 1 dst) */
-    CD_COPY_DRIVER_ERROR = 8  /* err says which call failed */
+    CD_COPY_DRIVER_ERROR = 8, /* err says which call failed */
+    CD_COPY_JOINED = 9        /* issued on `slot`, `kind`; reuse_event re-recorded after it */
 };
 
 typedef struct cd_copy_op {
@@ -107,6 +112,9 @@ typedef struct cd_copy_op {
     uint64_t len;
     uint32_t flags;
     int32_t ndevices;
+    int32_t reuse_slot;
+    int32_t reuse_kind;
+    uintptr_t reuse_event;
     /* out */
     int32_t slot;
     int32_t kind;

@@ -37,6 +37,12 @@ var (
 	_ [C.CD_NUM_KINDS - NumKinds]struct{}
 	_ [MaxPeers - C.CD_MAX_PEERS]struct{}
 	_ [C.CD_MAX_PEERS - MaxPeers]struct{}
+	_ [unsafe.Offsetof(CopyOp{}.ReuseEvent) - unsafe.Offsetof(C.cd_copy_op{}.reuse_event)]struct{}
+	_ [unsafe.Offsetof(C.cd_copy_op{}.reuse_event) - unsafe.Offsetof(CopyOp{}.ReuseEvent)]struct{}
+	_ [CopyJoined - C.CD_COPY_JOINED]struct{}
+	_ [C.CD_COPY_JOINED - CopyJoined]struct{}
+	_ [CopyReuse - C.CD_COPY_REUSE]struct{}
+	_ [C.CD_COPY_REUSE - CopyReuse]struct{}
 )
 
 // driver is the loaded CUDA driver. There is one per process: the C table

@@ -840,7 +840,12 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return cudadrv.CopyNeedStream
 	}
 	sync := op.Flags&cudadrv.CopySync != 0
-	if !sync && slot.Event == 0 {
+	joined := op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind
+	event := slot.Event
+	if joined {
+		event = op.ReuseEvent
+	}
+	if !sync && event == 0 {
 		return cudadrv.CopyNeedEvent
 	}
 	o, ok := d.streams[stream]
@@ -859,14 +864,17 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		d.syncStream(stream)
 		return cudadrv.CopyDone
 	}
-	e, err := d.eventCall("Copy", ctx, slot.Event)
+	e, err := d.eventCall("Copy", ctx, event)
 	if err != nil {
 		d.syncStream(stream)
 		return driverErr(op, entryEventRecord, err.(*cudadrv.Result).Code)
 	}
 	e.item = w
-	w.events = append(w.events, slot.Event)
-	op.Event = slot.Event
+	w.events = append(w.events, event)
+	op.Event = event
+	if joined {
+		return cudadrv.CopyJoined
+	}
 	return cudadrv.CopyQueued
 }
 
