@@ -149,6 +149,10 @@ void tc_buf_write(const struct tc_buf *b, size_t off, const void *src, size_t le
     }
     tc_push(b->ctx);
     TD_CHECK(td.cuMemcpyHtoD(b->dptr + off, src, len));
+    /* From pageable memory cuMemcpyHtoD may return before the DMA reached
+     * the device; the library's copies run on its own (non-blocking)
+     * streams, which do not wait for it. */
+    TD_CHECK(td.cuCtxSynchronize());
     tc_pop(b->ctx);
 }
 
