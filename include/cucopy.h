@@ -328,7 +328,8 @@ CUCOPY_API cucopy_status_t cucopy_ep_destroy(cucopy_ep_h ep);
 
 /**
  * Synchronous copy of @a length bytes from @a buffer to @a remote_addr.
- * Returns once the data is in place (::CUCOPY_OK) or with an error.
+ * Returns once the data is in place (::CUCOPY_OK) or with an error. A length
+ * of 0 returns ::CUCOPY_OK whatever the addresses.
  */
 CUCOPY_API cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer,
                                                size_t length, uint64_t remote_addr);
@@ -340,12 +341,19 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
 /**
  * Asynchronous copy of the iov entries, in order and back to back, to
  * @a remote_addr. Buffers must stay untouched until completion.
- * @param iovcnt at most cucopy_iface_attr_t::max_iov.
+ * Entries of length 0 are skipped (their buffer may be NULL); an operation
+ * of total length 0 returns ::CUCOPY_OK.
+ * @param iovcnt 1 to cucopy_iface_attr_t::max_iov; 0 is ::CUCOPY_ERR_INVALID_PARAM.
  * @param comp   NULL, or decremented once when the whole operation finished.
  * @return ::CUCOPY_OK (finished now; @a comp is not touched),
  *         ::CUCOPY_INPROGRESS (finishes later; see cucopy_completion_t),
- *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached; nothing was copied;
- *         progress and retry), or another error (nothing is in flight).
+ *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached: the operation did not
+ *         happen and @a comp is not touched; call progress and retry it whole),
+ *         or another error (@a comp is not touched and nothing is left in
+ *         flight on the buffers).
+ *
+ * Consecutive iov entries that run on the same context and stream share one
+ * event; an operation needs as many events as it has such runs.
  */
 CUCOPY_API cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov,
                                                size_t iovcnt, uint64_t remote_addr,
