@@ -5,9 +5,7 @@ package cudadrv
 /*
 #cgo CFLAGS: -O2 -std=gnu11 -Wall -Wextra
 #cgo LDFLAGS: -ldl
-#cgo noescape cd_copy
 #cgo nocallback cd_copy
-#cgo noescape cd_query_events
 #cgo nocallback cd_query_events
 #include <stdlib.h>
 #include "cd_shim.h"

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core_test
+
+import (
+	"runtime/metrics"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
+	"github.com/cucopy/cucopy/internal/drvtest"
+)
+
+// cgoCalls is the process's count of Go-to-C calls so far.
+func cgoCalls() uint64 {
+	s := []metrics.Sample{{Name: "/cgo/go-to-c-calls:calls"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// The per-operation hot path, measured on the real cudadrv binding and a C
+// driver (the fake one from the build tree, or $CUCOPY_CUDA_DRIVER): once a
+// context's resources exist, a zcopy or short copy is exactly one cgo
+// crossing, and issuing plus progressing to completion allocates nothing.
+func TestHotPathOneCrossingNoAllocation(t *testing.T) {
+	path := drvtest.DriverPath()
+	if path == "" {
+		t.Skip("no driver: build the fake one (make build) or set CUCOPY_CUDA_DRIVER")
+	}
+	require.NoError(t, drvtest.Load(path))
+	drv, err := cudadrv.Open(path)
+	require.NoError(t, err)
+	cfg, err := core.LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	ctx, err := core.NewContext(drv, cfg)
+	require.NoError(t, err)
+	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, iface.Close()) }()
+	ep, err := iface.NewEp()
+	require.NoError(t, err)
+	dev, err := drvtest.AllocDevice(0, 4096)
+	require.NoError(t, err)
+
+	host := make([]byte, 4096)
+	buf := uintptr(unsafe.Pointer(&host[0]))
+	iov := []core.IOV{{Buffer: buf, Length: 8}}
+	issue := func() {
+		st, err := ep.Zcopy(true, iov, dev, 0)
+		if err != nil || st != core.InProgress {
+			t.Fatalf("zcopy: %v %v", st, err)
+		}
+	}
+	drain := func() {
+		for n := 0; n == 0; {
+			if n, err = iface.Progress(); err != nil {
+				t.Fatalf("progress: %v", err)
+			}
+		}
+	}
+	for i := 0; i < 8; i++ { // first use creates the slot, stream and event
+		issue()
+		drain()
+		require.NoError(t, ep.Short(true, buf, 8, dev))
+	}
+
+	before := cgoCalls()
+	issue()
+	assert.Equal(t, uint64(1), cgoCalls()-before, "cgo crossings per zcopy")
+	drain()
+	before = cgoCalls()
+	require.NoError(t, ep.Short(true, buf, 8, dev))
+	assert.Equal(t, uint64(1), cgoCalls()-before, "cgo crossings per short copy")
+
+	assert.Zero(t, testing.AllocsPerRun(500, func() { issue(); drain() }), "allocations per zcopy + progress")
+	assert.Zero(t, testing.AllocsPerRun(500, func() {
+		if err := ep.Short(false, buf, 8, dev); err != nil {
+			t.Fatal(err)
+		}
+	}), "allocations per short copy")
+}
