@@ -6,6 +6,7 @@ package cudadrv
 #cgo CFLAGS: -O2 -std=gnu11 -Wall -Wextra
 #cgo LDFLAGS: -ldl
 #cgo nocallback cd_copy
+#cgo noescape cd_query_events
 #cgo nocallback cd_query_events
 #include <stdlib.h>
 #include "cd_shim.h"
