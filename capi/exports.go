@@ -97,15 +97,23 @@ func internalError(op string, r any, poison interface{ Store(bool) }) C.int {
 	return failf(core.ErrInternal, op, "internal error: %v (the handle is now unusable)", r)
 }
 
-func lookup[T any](t *handleTable[T], h C.uint64_t, op string) (*handleEntry[T], C.int) {
+// call runs f on the live object of handle h. A panic inside becomes
+// CUCOPY_ERR_INTERNAL and poisons the handle, so that the bug cannot
+// spread silently; f does not escape, so the hot path does not allocate.
+func call[T any](t *handleTable[T], h C.uint64_t, op string, f func(obj *T) C.int) (rc C.int) {
 	e := t.entry(uint64(h))
 	if e == nil {
-		return nil, failf(core.ErrHandle, op, "invalid %s handle (NULL, closed or destroyed)", t.kind)
+		return failf(core.ErrHandle, op, "invalid %s handle (NULL, closed or destroyed)", t.kind)
 	}
 	if e.poisoned.Load() {
-		return nil, failf(core.ErrHandle, op, "%s handle unusable after an earlier internal error", t.kind)
+		return failf(core.ErrHandle, op, "%s handle unusable after an earlier internal error", t.kind)
 	}
-	return e, 0
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, &e.poisoned)
+		}
+	}()
+	return f(e.obj)
 }
 
 // getenv reads the C environment: Go's os.Getenv sees a copy taken when the
@@ -186,337 +194,254 @@ func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out
 }
 
 //export cucopyGoContextDestroy
-func cucopyGoContextDestroy(h C.uint64_t) (rc C.int) {
-	const op = "context_destroy"
-	e, rc := lookup(contexts, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+func cucopyGoContextDestroy(h C.uint64_t) C.int {
+	return call(contexts, h, "context_destroy", func(ctx *core.Context) C.int {
+		if err := ctx.Destroy(); err != nil {
+			return fail(err)
 		}
-	}()
-	if err := e.obj.Destroy(); err != nil {
-		return fail(err)
-	}
-	contexts.remove(uint64(h))
-	return 0
+		contexts.remove(uint64(h))
+		return 0
+	})
 }
 
 //export cucopyGoDeviceCount
 func cucopyGoDeviceCount(h C.uint64_t, count *C.int) C.int {
 	const op = "device_count"
-	e, rc := lookup(contexts, h, op)
-	if e == nil {
-		return rc
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if count == nil {
+			return failf(core.ErrInvalid, op, "count is NULL")
+		}
+		*count = C.int(ctx.DeviceCount())
+		return 0
+	})
+}
+
+// ifaceParams applies the caller's params over the context's configuration.
+func ifaceParams(cfg core.Config, params *C.cucopy_iface_params_t) (core.IfaceParams, error) {
+	const op = "iface_open"
+	p := core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: cfg.MaxPoll, MaxEvents: cfg.MaxEvents}
+	if params == nil {
+		return p, nil
 	}
-	if count == nil {
-		return failf(core.ErrInvalid, op, "count is NULL")
+	mask := uint64(params.field_mask)
+	if mask&^ifaceParamsKnown != 0 {
+		return p, &core.Error{Status: core.ErrInvalid, Op: op, Msg: fmt.Sprintf("unknown field_mask bits 0x%x", mask&^ifaceParamsKnown)}
 	}
-	*count = C.int(e.obj.DeviceCount())
-	return 0
+	if mask&C.CUCOPY_IFACE_PARAM_THREAD_MODE != 0 {
+		p.ThreadMode = core.ThreadMode(params.thread_mode)
+		if p.ThreadMode != core.ThreadSingle && p.ThreadMode != core.ThreadMulti {
+			return p, &core.Error{Status: core.ErrInvalid, Op: op, Msg: fmt.Sprintf("thread_mode %d: want SINGLE (0) or MULTI (1)", int(p.ThreadMode))}
+		}
+	}
+	if mask&C.CUCOPY_IFACE_PARAM_MAX_POLL != 0 {
+		p.MaxPoll = uint32(params.max_poll)
+	}
+	if mask&C.CUCOPY_IFACE_PARAM_MAX_EVENTS != 0 {
+		p.MaxEvents = uint32(params.max_events)
+	}
+	return p, nil
 }
 
 //export cucopyGoIfaceOpen
-func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
+func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, haveOut C.int, out *C.uint64_t) C.int {
 	const op = "iface_open"
-	e, rc := lookup(contexts, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if haveOut == 0 {
+			return failf(core.ErrInvalid, op, "iface_p is NULL")
 		}
-	}()
-	if haveOut == 0 {
-		return failf(core.ErrInvalid, op, "iface_p is NULL")
-	}
-	cfg := e.obj.Config()
-	p := core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: cfg.MaxPoll, MaxEvents: cfg.MaxEvents}
-	if params != nil {
-		mask := uint64(params.field_mask)
-		if mask&^ifaceParamsKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^ifaceParamsKnown)
+		p, err := ifaceParams(ctx.Config(), params)
+		if err != nil {
+			return fail(err)
 		}
-		if mask&C.CUCOPY_IFACE_PARAM_THREAD_MODE != 0 {
-			p.ThreadMode = core.ThreadMode(params.thread_mode)
-			if p.ThreadMode != core.ThreadSingle && p.ThreadMode != core.ThreadMulti {
-				return failf(core.ErrInvalid, op, "thread_mode %d: want SINGLE (0) or MULTI (1)", int(p.ThreadMode))
-			}
+		iface, err := ctx.OpenIface(p)
+		if err != nil {
+			return fail(err)
 		}
-		if mask&C.CUCOPY_IFACE_PARAM_MAX_POLL != 0 {
-			p.MaxPoll = uint32(params.max_poll)
-			if err := core.CheckLimit("max_poll", p.MaxPoll); err != nil {
-				return failf(core.ErrInvalid, op, "%v", err)
-			}
+		ih := ifaces.add(iface)
+		if ih == 0 {
+			iface.Close()
+			return failf(core.ErrNoResource, op, "too many ifaces")
 		}
-		if mask&C.CUCOPY_IFACE_PARAM_MAX_EVENTS != 0 {
-			p.MaxEvents = uint32(params.max_events)
-			if err := core.CheckLimit("max_events", p.MaxEvents); err != nil {
-				return failf(core.ErrInvalid, op, "%v", err)
-			}
-		}
-	}
-	iface, err := e.obj.OpenIface(p)
-	if err != nil {
-		return fail(err)
-	}
-	ih := ifaces.add(iface)
-	if ih == 0 {
-		iface.Close()
-		return failf(core.ErrNoResource, op, "too many ifaces")
-	}
-	*out = C.uint64_t(ih)
-	return 0
+		*out = C.uint64_t(ih)
+		return 0
+	})
 }
 
 //export cucopyGoIfaceClose
-func cucopyGoIfaceClose(h C.uint64_t) (rc C.int) {
-	const op = "iface_close"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
-		}
-	}()
-	err := e.obj.Close()
-	ifaces.remove(uint64(h))
-	eps.removeIf(func(ep *core.Ep) bool { return ep.Iface() == e.obj })
-	return result(core.OK, err)
+func cucopyGoIfaceClose(h C.uint64_t) C.int {
+	return call(ifaces, h, "iface_close", func(iface *core.Iface) C.int {
+		err := iface.Close()
+		ifaces.remove(uint64(h))
+		eps.removeIf(func(ep *core.Ep) bool { return ep.Iface() == iface })
+		return result(core.OK, err)
+	})
 }
 
 //export cucopyGoIfaceQuery
-func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) (rc C.int) {
+func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
 	const op = "iface_query"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	if attr == nil {
-		return failf(core.ErrInvalid, op, "attr is NULL")
-	}
-	mask := uint64(attr.field_mask)
-	if mask&^ifaceAttrKnown != 0 {
-		return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^ifaceAttrKnown)
-	}
-	iface := e.obj
-	p := iface.Params()
-	if mask&C.CUCOPY_IFACE_ATTR_CAP_FLAGS != 0 {
-		caps := uint64(C.CUCOPY_IFACE_CAP_PUT_SHORT | C.CUCOPY_IFACE_CAP_GET_SHORT | C.CUCOPY_IFACE_CAP_PUT_ZCOPY |
-			C.CUCOPY_IFACE_CAP_GET_ZCOPY | C.CUCOPY_IFACE_CAP_EVENT_FD | C.CUCOPY_IFACE_CAP_CROSS_DEVICE)
-		if iface.Context().Driver().HasCtxID() {
-			caps |= C.CUCOPY_IFACE_CAP_CONTEXT_ID
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if attr == nil {
+			return failf(core.ErrInvalid, op, "attr is NULL")
 		}
-		attr.cap_flags = C.uint64_t(caps)
-	}
-	if mask&C.CUCOPY_IFACE_ATTR_MAX_IOV != 0 {
-		attr.max_iov = core.MaxIOV
-	}
-	if mask&C.CUCOPY_IFACE_ATTR_MAX_POLL != 0 {
-		attr.max_poll = C.unsigned(p.MaxPoll)
-	}
-	if mask&C.CUCOPY_IFACE_ATTR_MAX_EVENTS != 0 {
-		attr.max_events = C.unsigned(p.MaxEvents)
-	}
-	if mask&C.CUCOPY_IFACE_ATTR_THREAD_MODE != 0 {
-		attr.thread_mode = C.cucopy_thread_mode_t(p.ThreadMode)
-	}
-	if mask&C.CUCOPY_IFACE_ATTR_DEVICE_COUNT != 0 {
-		attr.device_count = C.int(iface.Context().DeviceCount())
-	}
-	return 0
-}
-
-// runCompletions runs the completions progress made ready, one at a time
-// and outside the iface lock: a callback may call back into the library.
-func runCompletions(iface *core.Iface) {
-	for {
-		comp, st, ok := iface.NextReady()
-		if !ok {
-			return
+		mask := uint64(attr.field_mask)
+		if mask&^ifaceAttrKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^ifaceAttrKnown)
 		}
-		C.cucopy_complete(C.uintptr_t(comp), C.int(st))
-	}
+		p := iface.Params()
+		if mask&C.CUCOPY_IFACE_ATTR_CAP_FLAGS != 0 {
+			caps := uint64(C.CUCOPY_IFACE_CAP_PUT_SHORT | C.CUCOPY_IFACE_CAP_GET_SHORT | C.CUCOPY_IFACE_CAP_PUT_ZCOPY |
+				C.CUCOPY_IFACE_CAP_GET_ZCOPY | C.CUCOPY_IFACE_CAP_EVENT_FD | C.CUCOPY_IFACE_CAP_CROSS_DEVICE)
+			if iface.Context().Driver().HasCtxID() {
+				caps |= C.CUCOPY_IFACE_CAP_CONTEXT_ID
+			}
+			attr.cap_flags = C.uint64_t(caps)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_MAX_IOV != 0 {
+			attr.max_iov = core.MaxIOV
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_MAX_POLL != 0 {
+			attr.max_poll = C.unsigned(p.MaxPoll)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_MAX_EVENTS != 0 {
+			attr.max_events = C.unsigned(p.MaxEvents)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_THREAD_MODE != 0 {
+			attr.thread_mode = C.cucopy_thread_mode_t(p.ThreadMode)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_DEVICE_COUNT != 0 {
+			attr.device_count = C.int(iface.Context().DeviceCount())
+		}
+		return 0
+	})
 }
 
 //export cucopyGoIfaceProgress
-func cucopyGoIfaceProgress(h C.uint64_t) (rc C.int) {
-	const op = "iface_progress"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+func cucopyGoIfaceProgress(h C.uint64_t) C.int {
+	return call(ifaces, h, "iface_progress", func(iface *core.Iface) C.int {
+		n, err := iface.Progress()
+		if err != nil {
+			return fail(err)
 		}
-	}()
-	n, err := e.obj.Progress()
-	if err != nil {
-		return fail(err)
-	}
-	runCompletions(e.obj)
-	return C.int(n)
-}
-
-func flush(iface *core.Iface, op string, flags C.unsigned, comp C.uintptr_t) C.int {
-	if flags != 0 {
-		return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
-	}
-	return result(iface.Flush(op, uintptr(comp)))
+		// Completions run one at a time, outside the iface lock: a callback
+		// may call back into the library.
+		for {
+			comp, st, ok := iface.NextReady()
+			if !ok {
+				return C.int(n)
+			}
+			C.cucopy_complete(C.uintptr_t(comp), C.int(st))
+		}
+	})
 }
 
 //export cucopyGoIfaceFlush
-func cucopyGoIfaceFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) (rc C.int) {
+func cucopyGoIfaceFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int {
 	const op = "iface_flush"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if flags != 0 {
+			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
 		}
-	}()
-	return flush(e.obj, op, flags, comp)
+		return result(iface.Flush(op, uintptr(comp)))
+	})
 }
 
 //export cucopyGoIfaceEventFd
-func cucopyGoIfaceEventFd(h C.uint64_t, fd *C.int) (rc C.int) {
+func cucopyGoIfaceEventFd(h C.uint64_t, fd *C.int) C.int {
 	const op = "iface_event_fd"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	if fd == nil {
-		return failf(core.ErrInvalid, op, "fd_p is NULL")
-	}
-	n, err := e.obj.EventFD()
-	if err != nil {
-		return fail(err)
-	}
-	*fd = C.int(n)
-	return 0
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if fd == nil {
+			return failf(core.ErrInvalid, op, "fd_p is NULL")
+		}
+		n, err := iface.EventFD()
+		if err != nil {
+			return fail(err)
+		}
+		*fd = C.int(n)
+		return 0
+	})
 }
 
 //export cucopyGoIfaceEventArm
-func cucopyGoIfaceEventArm(h C.uint64_t, events C.unsigned) (rc C.int) {
-	const op = "iface_event_arm"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+func cucopyGoIfaceEventArm(h C.uint64_t, events C.unsigned) C.int {
+	return call(ifaces, h, "iface_event_arm", func(iface *core.Iface) C.int {
+		st, err := iface.Arm(uint32(events))
+		if err == nil && st == core.ErrBusy {
+			setLastError("iface_event_arm: completions are ready; call cucopy_iface_progress")
 		}
-	}()
-	st, err := e.obj.Arm(uint32(events))
-	if err == nil && st == core.ErrBusy {
-		setLastError("iface_event_arm: completions are ready; call cucopy_iface_progress")
-	}
-	return result(st, err)
+		return result(st, err)
+	})
 }
 
 //export cucopyGoEpCreate
-func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
+func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) C.int {
 	const op = "ep_create"
-	e, rc := lookup(ifaces, h, op)
-	if e == nil {
-		return rc
-	}
-	if haveOut == 0 {
-		return failf(core.ErrInvalid, op, "ep_p is NULL")
-	}
-	ep, err := e.obj.NewEp()
-	if err != nil {
-		return fail(err)
-	}
-	eh := eps.add(ep)
-	if eh == 0 {
-		ep.Destroy()
-		return failf(core.ErrNoResource, op, "too many endpoints")
-	}
-	*out = C.uint64_t(eh)
-	return 0
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if haveOut == 0 {
+			return failf(core.ErrInvalid, op, "ep_p is NULL")
+		}
+		ep, err := iface.NewEp()
+		if err != nil {
+			return fail(err)
+		}
+		eh := eps.add(ep)
+		if eh == 0 {
+			ep.Destroy()
+			return failf(core.ErrNoResource, op, "too many endpoints")
+		}
+		*out = C.uint64_t(eh)
+		return 0
+	})
 }
 
 //export cucopyGoEpDestroy
 func cucopyGoEpDestroy(h C.uint64_t) C.int {
-	e, rc := lookup(eps, h, "ep_destroy")
-	if e == nil {
-		return rc
-	}
-	e.obj.Destroy()
-	eps.remove(uint64(h))
-	return 0
+	return call(eps, h, "ep_destroy", func(ep *core.Ep) C.int {
+		ep.Destroy()
+		eps.remove(uint64(h))
+		return 0
+	})
 }
 
 //export cucopyGoEpShort
-func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_t, remote C.uint64_t) (rc C.int) {
+func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_t, remote C.uint64_t) C.int {
 	op := "get_short"
 	if put != 0 {
 		op = "put_short"
 	}
-	e, rc := lookup(eps, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if err := ep.Short(put != 0, uintptr(buffer), uint64(length), uint64(remote)); err != nil {
+			return fail(err)
 		}
-	}()
-	if err := e.obj.Short(put != 0, uintptr(buffer), uint64(length), uint64(remote)); err != nil {
-		return fail(err)
-	}
-	return 0
+		return 0
+	})
 }
 
 //export cucopyGoEpZcopy
-func cucopyGoEpZcopy(h C.uint64_t, put C.int, iov *C.cucopy_iov_t, iovcnt C.size_t, remote C.uint64_t, comp C.uintptr_t) (rc C.int) {
+func cucopyGoEpZcopy(h C.uint64_t, put C.int, iov *C.cucopy_iov_t, iovcnt C.size_t, remote C.uint64_t, comp C.uintptr_t) C.int {
 	op := "get_zcopy"
 	if put != 0 {
 		op = "put_zcopy"
 	}
-	e, rc := lookup(eps, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if iovcnt == 0 || iovcnt > core.MaxIOV {
+			return failf(core.ErrInvalid, op, "iovcnt %d: want 1 to %d", uint64(iovcnt), core.MaxIOV)
 		}
-	}()
-	if iovcnt == 0 || iovcnt > core.MaxIOV {
-		return failf(core.ErrInvalid, op, "iovcnt %d: want 1 to %d", uint64(iovcnt), core.MaxIOV)
-	}
-	if iov == nil {
-		return failf(core.ErrInvalid, op, "iov is NULL")
-	}
-	v := unsafe.Slice((*core.IOV)(unsafe.Pointer(iov)), int(iovcnt))
-	return result(e.obj.Zcopy(put != 0, v, uint64(remote), uintptr(comp)))
+		if iov == nil {
+			return failf(core.ErrInvalid, op, "iov is NULL")
+		}
+		v := unsafe.Slice((*core.IOV)(unsafe.Pointer(iov)), int(iovcnt))
+		return result(ep.Zcopy(put != 0, v, uint64(remote), uintptr(comp)))
+	})
 }
 
 //export cucopyGoEpFlush
-func cucopyGoEpFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) (rc C.int) {
+func cucopyGoEpFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int {
 	const op = "ep_flush"
-	e, rc := lookup(eps, h, op)
-	if e == nil {
-		return rc
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if flags != 0 {
+			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
 		}
-	}()
-	if flags != 0 {
-		return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
-	}
-	return result(e.obj.Flush(uintptr(comp)))
+		return result(ep.Flush(uintptr(comp)))
+	})
 }
