@@ -83,3 +83,47 @@ func TestHotPathOneCrossingNoAllocation(t *testing.T) {
 		}
 	}), "allocations per short copy")
 }
+
+// BenchmarkZcopyRate is the perftest's rate loop on core directly (no C ABI
+// crossing in): 8-byte H2D zcopies, 8 in flight, progress polled.
+func BenchmarkZcopyRate(b *testing.B) {
+	path := drvtest.DriverPath()
+	if path == "" {
+		b.Skip("no driver: build the fake one (make build) or set CUCOPY_CUDA_DRIVER")
+	}
+	require.NoError(b, drvtest.Load(path))
+	drv, err := cudadrv.Open(path)
+	require.NoError(b, err)
+	cfg, err := core.LoadConfig(func(string) string { return "" })
+	require.NoError(b, err)
+	ctx, err := core.NewContext(drv, cfg)
+	require.NoError(b, err)
+	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
+	require.NoError(b, err)
+	defer iface.Close()
+	ep, err := iface.NewEp()
+	require.NoError(b, err)
+	dev, err := drvtest.AllocDevice(0, 4096)
+	require.NoError(b, err)
+	host := make([]byte, 4096)
+	iov := []core.IOV{{Buffer: uintptr(unsafe.Pointer(&host[0])), Length: 8}}
+	inflight := 0
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for inflight == 8 {
+			done, err := iface.Progress()
+			if err != nil {
+				b.Fatal(err)
+			}
+			inflight -= done
+		}
+		if _, err := ep.Zcopy(true, iov, dev, 0); err != nil {
+			b.Fatal(err)
+		}
+		inflight++
+	}
+	for inflight > 0 {
+		done, _ := iface.Progress()
+		inflight -= done
+	}
+}

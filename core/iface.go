@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"strings"
 	"sync"
 
@@ -59,6 +60,7 @@ type Iface struct {
 	eps    int
 
 	cpuOps, cpuBytes uint64
+	goAtOpen         [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
 }
 
 // ctxResources is one CUDA context's resources beyond its slot.
@@ -119,14 +121,18 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ifaces++
-	return &Iface{
+	i := &Iface{
 		ctx:     c,
 		drv:     c.drv,
 		params:  p,
 		multi:   p.ThreadMode == ThreadMulti,
 		primary: make([]cudadrv.Context, c.devices),
 		fd:      -1,
-	}, nil
+	}
+	if c.cfg.Stats {
+		i.goAtOpen = goActivity()
+	}
+	return i, nil
 }
 
 func (i *Iface) lock() {
@@ -672,5 +678,16 @@ func (i *Iface) printStats() {
 		}
 		b.WriteString("\n")
 	}
+	now := goActivity()
+	fmt.Fprintf(&b, "  Go runtime while open: %d heap allocations, %d GC cycles (process-wide)\n",
+		now[0].Value.Uint64()-i.goAtOpen[0].Value.Uint64(), now[1].Value.Uint64()-i.goAtOpen[1].Value.Uint64())
 	os.Stderr.WriteString(b.String())
+}
+
+// goActivity reads the Go runtime's allocation and GC counters: the noise a
+// library adds to a bulk-synchronous HPC code.
+func goActivity() [2]metrics.Sample {
+	s := [2]metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s[:])
+	return s
 }
