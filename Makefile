@@ -47,6 +47,11 @@ prereqs: ## install what is missing (cmake via apt-get; checks go and a C compil
 	@command -v cc >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 || { \
 	  echo "prereqs: installing gcc/g++ (apt-get)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq build-essential >/dev/null; }
+	@command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 || { \
+	  echo "prereqs: installing Open MPI and gfortran for examples/mpi (apt-get)"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev gfortran >/dev/null 2>&1 || { \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev gfortran >/dev/null; }; }
 
 $(BUILD_DIR)/CMakeCache.txt: | prereqs
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
