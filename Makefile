@@ -18,6 +18,7 @@ PERFTEST    := $(BUILD_DIR)/bin/cucopy_perftest
 DEMO_ITERS  ?= 20
 BENCH_ARGS  ?= --devices all --sizes 8,4K,64K,1M,16M,64M
 FAKE_DRIVER := $(BUILD_DIR)/fakecuda/libcuda.so.1
+PREFIX      ?= /usr/local
 
 # Without HOME (some CI runners) Go has no cache directory: use the build tree,
 # as CMakeLists.txt does.
@@ -31,7 +32,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 MAKEFLAGS   += --no-print-directory
 .DEFAULT_GOAL := help
-.PHONY: help build test demo test-gpu bench clean prereqs
+.PHONY: help build test demo test-gpu bench clean prereqs install
 
 help: ## list the targets
 	@echo "cucopy — make targets:"
@@ -52,6 +53,11 @@ prereqs: ## install what is missing (cmake via apt-get; checks go and a C compil
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev gfortran >/dev/null 2>&1 || { \
 	    $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev gfortran >/dev/null; }; }
+	@command -v gfortran >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 || { \
+	  echo "prereqs: installing gfortran and pkg-config for the install tests (apt-get)"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran pkg-config >/dev/null 2>&1 || { \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran pkg-config >/dev/null; }; }
 
 $(BUILD_DIR)/CMakeCache.txt: | prereqs
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
@@ -88,6 +94,9 @@ test-gpu: build ## run the C suite's binaries against the real driver (tests/run
 bench: build ## perftest on every device: CSV (build/bench.csv), then a table
 	$(PERFTEST) $(BENCH_ARGS) --format csv | tee $(BUILD_DIR)/bench.csv
 	$(PERFTEST) $(BENCH_ARGS) --format table
+
+install: build ## install into $(PREFIX) (default /usr/local; DESTDIR=... stages)
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 clean: ## remove the build tree and Go's test cache
 	rm -rf $(BUILD_DIR)

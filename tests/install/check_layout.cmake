@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# cmake -DPREFIX=<prefix> -DLIBDIR=<lib> -DINCLUDEDIR=<include> -DBINDIR=<bin>
+#       -DVERSION=<x.y.z> -DREADELF=<readelf> -DDRIVER=<fake libcuda.so.1>
+#       -DWITH_FORTRAN=ON|OFF -DTOOLS=<installed tools> -P check_layout.cmake
+#
+# The installed tree has every file, the library symlink, the SONAME, no
+# absolute path in the package files (relocatable), and the installed tools
+# run (they find the library through $ORIGIN).
+set(_fail "")
+
+set(_files
+  ${LIBDIR}/libcucopy.so.0
+  ${LIBDIR}/libcucopy.so
+  ${INCLUDEDIR}/cucopy.h
+  ${LIBDIR}/cmake/cucopy/cucopyConfig.cmake
+  ${LIBDIR}/cmake/cucopy/cucopyConfigVersion.cmake
+  ${LIBDIR}/pkgconfig/cucopy.pc)
+foreach(t IN LISTS TOOLS)
+  list(APPEND _files ${BINDIR}/${t})
+endforeach()
+if(WITH_FORTRAN)
+  list(APPEND _files ${INCLUDEDIR}/cucopy.f90)
+endif()
+foreach(f IN LISTS _files)
+  if(NOT EXISTS "${PREFIX}/${f}")
+    list(APPEND _fail "missing ${f}")
+  else()
+    message(STATUS "  ${f}")
+  endif()
+endforeach()
+
+# libcucopy.so -> libcucopy.so.0 (a relative symlink), the .so.0 a real file.
+set(_so "${PREFIX}/${LIBDIR}/libcucopy.so")
+if(EXISTS "${_so}")
+  if(NOT IS_SYMLINK "${_so}")
+    list(APPEND _fail "${LIBDIR}/libcucopy.so is not a symlink")
+  else()
+    file(READ_SYMLINK "${_so}" _target)
+    if(NOT _target STREQUAL "libcucopy.so.0")
+      list(APPEND _fail "libcucopy.so points to '${_target}', not libcucopy.so.0")
+    endif()
+  endif()
+endif()
+if(EXISTS "${_so}.0")
+  if(IS_SYMLINK "${_so}.0")
+    list(APPEND _fail "libcucopy.so.0 is a symlink, not the library")
+  endif()
+  execute_process(COMMAND "${READELF}" -d "${_so}.0" OUTPUT_VARIABLE _dyn)
+  if(NOT _dyn MATCHES "Library soname: \\[libcucopy\\.so\\.0\\]")
+    list(APPEND _fail "installed library has no SONAME libcucopy.so.0")
+  endif()
+endif()
+
+# Relocatable: no package file names the prefix it was installed into.
+foreach(f ${LIBDIR}/cmake/cucopy/cucopyConfig.cmake ${LIBDIR}/pkgconfig/cucopy.pc)
+  if(EXISTS "${PREFIX}/${f}")
+    file(READ "${PREFIX}/${f}" _text)
+    string(FIND "${_text}" "${PREFIX}" _at)
+    if(NOT _at EQUAL -1)
+      list(APPEND _fail "${f} contains the absolute prefix ${PREFIX}")
+    endif()
+  endif()
+endforeach()
+file(STRINGS "${PREFIX}/${LIBDIR}/pkgconfig/cucopy.pc" _v REGEX "^Version: ")
+if(NOT _v STREQUAL "Version: ${VERSION}")
+  list(APPEND _fail "cucopy.pc: '${_v}', expected 'Version: ${VERSION}'")
+endif()
+
+# The installed tools run from the prefix (RPATH $ORIGIN/../lib).
+set(ENV{CUCOPY_CUDA_DRIVER} "${DRIVER}")
+set(ENV{FAKECUDA_DEVICES} 2)
+foreach(_exe IN LISTS TOOLS)
+  set(_args "")
+  if(_exe STREQUAL "cucopy_perftest")
+    set(_args --help)
+  endif()
+  if(EXISTS "${PREFIX}/${BINDIR}/${_exe}")
+    execute_process(COMMAND "${PREFIX}/${BINDIR}/${_exe}" ${_args}
+                    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+    if(NOT _rc EQUAL 0)
+      list(APPEND _fail "installed ${_exe} ${_args} failed (${_rc}): ${_err}")
+    else()
+      message(STATUS "  ${BINDIR}/${_exe} ${_args}: runs")
+    endif()
+  endif()
+endforeach()
+
+if(_fail)
+  list(JOIN _fail "\n  " _msg)
+  message(FATAL_ERROR "install layout in ${PREFIX}:\n  ${_msg}")
+endif()
+message(STATUS "install layout in ${PREFIX}: OK")
