@@ -35,6 +35,8 @@ const (
 	_ = uint8(255 + (core.ErrCUDA-C.CUCOPY_ERR_CUDA)*(core.ErrCUDA-C.CUCOPY_ERR_CUDA))
 	_ = uint8(255 + (core.ErrForked-C.CUCOPY_ERR_FORKED)*(core.ErrForked-C.CUCOPY_ERR_FORKED))
 	_ = uint8(255 + (core.ErrInternal-C.CUCOPY_ERR_INTERNAL)*(core.ErrInternal-C.CUCOPY_ERR_INTERNAL))
+	_ = uint8(255 + (core.ErrOutOfRange-C.CUCOPY_ERR_OUT_OF_RANGE)*(core.ErrOutOfRange-C.CUCOPY_ERR_OUT_OF_RANGE))
+	_ = uint8(255 + (core.ErrAlreadyExists-C.CUCOPY_ERR_ALREADY_EXISTS)*(core.ErrAlreadyExists-C.CUCOPY_ERR_ALREADY_EXISTS))
 	_ = uint8(255 + (core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI)*(core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI))
 	_ = uint8(255 + (core.LogTrace-C.CUCOPY_LOG_TRACE)*(core.LogTrace-C.CUCOPY_LOG_TRACE))
 	_ = uint8(255 + (core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP)*(core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP))
@@ -443,5 +445,249 @@ func cucopyGoEpFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int {
 			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
 		}
 		return result(ep.Flush(uintptr(comp)))
+	})
+}
+
+var memhs = newHandleTable[core.Registration]("memh", 1<<16)
+
+const (
+	deviceAttrKnown = C.CUCOPY_DEVICE_ATTR_NAME | C.CUCOPY_DEVICE_ATTR_UUID | C.CUCOPY_DEVICE_ATTR_PCI_BUS_ID |
+		C.CUCOPY_DEVICE_ATTR_NUMA_NODE | C.CUCOPY_DEVICE_ATTR_MEMORY | C.CUCOPY_DEVICE_ATTR_COMPUTE_CAPABILITY |
+		C.CUCOPY_DEVICE_ATTR_PEERS | C.CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE
+	peerAttrKnown = C.CUCOPY_PEER_ATTR_CAN_ACCESS | C.CUCOPY_PEER_ATTR_ACCESS_SUPPORTED |
+		C.CUCOPY_PEER_ATTR_NATIVE_ATOMICS | C.CUCOPY_PEER_ATTR_PERFORMANCE_RANK
+	memAttrKnown = C.CUCOPY_MEM_ATTR_MEM_TYPE | C.CUCOPY_MEM_ATTR_PINNED | C.CUCOPY_MEM_ATTR_DEVICE |
+		C.CUCOPY_MEM_ATTR_CONTEXT_ID | C.CUCOPY_MEM_ATTR_ALLOCATION | C.CUCOPY_MEM_ATTR_FLAGS | C.CUCOPY_MEM_ATTR_ACCESS
+	memAllocParamsKnown = C.CUCOPY_MEM_ALLOC_PARAM_LENGTH | C.CUCOPY_MEM_ALLOC_PARAM_MEM_TYPE |
+		C.CUCOPY_MEM_ALLOC_PARAM_DEVICE | C.CUCOPY_MEM_ALLOC_PARAM_FLAGS
+)
+
+// Bits shared with the header must agree (uint8 overflow otherwise).
+const (
+	_ = uint8(255 + (core.DevAttrPrimaryActive-C.CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE)*(core.DevAttrPrimaryActive-C.CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE))
+	_ = uint8(255 + (core.DevAttrName-C.CUCOPY_DEVICE_ATTR_NAME)*(core.DevAttrName-C.CUCOPY_DEVICE_ATTR_NAME))
+	_ = uint8(255 + (core.MemFlagHostLocated-C.CUCOPY_MEM_FLAG_HOST_LOCATED)*(core.MemFlagHostLocated-C.CUCOPY_MEM_FLAG_HOST_LOCATED))
+	_ = uint8(255 + (core.MemFlagVMM-C.CUCOPY_MEM_FLAG_VMM)*(core.MemFlagVMM-C.CUCOPY_MEM_FLAG_VMM))
+	_ = uint8(255 + (core.MemCUDAManaged-C.CUCOPY_MEMORY_TYPE_CUDA_MANAGED)*(core.MemCUDAManaged-C.CUCOPY_MEMORY_TYPE_CUDA_MANAGED))
+	_ = uint8(255 + (core.LocationNone-C.CUCOPY_LOCATION_NONE)*(core.LocationNone-C.CUCOPY_LOCATION_NONE))
+)
+
+// cstring copies s, NUL-terminated and truncated to fit, into a C char array.
+func cstring(dst []C.char, s string) {
+	n := copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), len(dst)-1), s)
+	dst[n] = 0
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+//export cucopyGoDeviceQuery
+func cucopyGoDeviceQuery(h C.uint64_t, ordinal C.int, attr *C.cucopy_device_attr_t) C.int {
+	const op = "device_query"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if attr == nil {
+			return failf(core.ErrInvalid, op, "attr is NULL")
+		}
+		mask := uint64(attr.field_mask)
+		if mask&^deviceAttrKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^deviceAttrKnown)
+		}
+		a, err := ctx.DeviceQuery(int(ordinal), mask)
+		if err != nil {
+			return fail(err)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_NAME != 0 {
+			cstring(attr.name[:], a.Name)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_UUID != 0 {
+			for i, b := range a.UUID {
+				attr.uuid[i] = C.uint8_t(b)
+			}
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_PCI_BUS_ID != 0 {
+			cstring(attr.pci_bus_id[:], a.PCIBusID)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_NUMA_NODE != 0 {
+			attr.numa_node = C.int(a.NUMANode)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_MEMORY != 0 {
+			attr.total_memory = C.uint64_t(a.TotalMemory)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_COMPUTE_CAPABILITY != 0 {
+			attr.cc_major, attr.cc_minor = C.int(a.CCMajor), C.int(a.CCMinor)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_PEERS != 0 {
+			attr.peer_mask = C.uint64_t(a.PeerMask)
+		}
+		if mask&C.CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE != 0 {
+			attr.primary_active = boolInt(a.PrimaryActive)
+		}
+		return 0
+	})
+}
+
+//export cucopyGoDevicePeerQuery
+func cucopyGoDevicePeerQuery(h C.uint64_t, device, peer C.int, attr *C.cucopy_peer_attr_t) C.int {
+	const op = "device_peer_query"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if attr == nil {
+			return failf(core.ErrInvalid, op, "attr is NULL")
+		}
+		mask := uint64(attr.field_mask)
+		if mask&^peerAttrKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^peerAttrKnown)
+		}
+		a, err := ctx.PeerQuery(int(device), int(peer))
+		if err != nil {
+			return fail(err)
+		}
+		if mask&C.CUCOPY_PEER_ATTR_CAN_ACCESS != 0 {
+			attr.can_access = boolInt(a.CanAccess)
+		}
+		if mask&C.CUCOPY_PEER_ATTR_ACCESS_SUPPORTED != 0 {
+			attr.access_supported = boolInt(a.AccessSupported)
+		}
+		if mask&C.CUCOPY_PEER_ATTR_NATIVE_ATOMICS != 0 {
+			attr.native_atomics = boolInt(a.NativeAtomics)
+		}
+		if mask&C.CUCOPY_PEER_ATTR_PERFORMANCE_RANK != 0 {
+			attr.performance_rank = C.int(a.PerformanceRank)
+		}
+		return 0
+	})
+}
+
+//export cucopyGoMemQuery
+func cucopyGoMemQuery(h C.uint64_t, addr C.uintptr_t, length C.size_t, attr *C.cucopy_mem_attr_t) C.int {
+	const op = "mem_query"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if attr == nil {
+			return failf(core.ErrInvalid, op, "attr is NULL")
+		}
+		mask := uint64(attr.field_mask)
+		if mask&^memAttrKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^memAttrKnown)
+		}
+		if addr == 0 {
+			return failf(core.ErrInvalid, op, "addr is NULL")
+		}
+		a, err := ctx.MemQuery(uint64(addr), uint64(length))
+		if err != nil {
+			return fail(err)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_MEM_TYPE != 0 {
+			attr.mem_type = C.cucopy_memory_type_t(a.Type)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_PINNED != 0 {
+			attr.pinned = boolInt(a.Pinned)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_DEVICE != 0 {
+			attr.device = C.int(a.Device)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_CONTEXT_ID != 0 {
+			attr.context_id = C.uint64_t(a.ContextID)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_ALLOCATION != 0 {
+			attr.base_address, attr.alloc_length = C.uint64_t(a.Base), C.size_t(a.Length)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_FLAGS != 0 {
+			attr.flags = C.uint64_t(a.Flags)
+			attr.preferred_location = C.int(a.PreferredLocation)
+		}
+		if mask&C.CUCOPY_MEM_ATTR_ACCESS != 0 {
+			attr.access_mask = C.uint64_t(a.AccessMask)
+		}
+		return 0
+	})
+}
+
+//export cucopyGoMemAlloc
+func cucopyGoMemAlloc(h C.uint64_t, params *C.cucopy_mem_alloc_params_t, haveOut C.int, out *C.uint64_t) C.int {
+	const op = "mem_alloc"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if haveOut == 0 {
+			return failf(core.ErrInvalid, op, "addr_p is NULL")
+		}
+		if params == nil {
+			return failf(core.ErrInvalid, op, "params is NULL (the length is required)")
+		}
+		mask := uint64(params.field_mask)
+		if mask&^memAllocParamsKnown != 0 {
+			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^memAllocParamsKnown)
+		}
+		if mask&C.CUCOPY_MEM_ALLOC_PARAM_LENGTH == 0 || params.length == 0 {
+			return failf(core.ErrInvalid, op, "length missing or 0")
+		}
+		typ, device, activate := core.MemCUDA, -1, false
+		if mask&C.CUCOPY_MEM_ALLOC_PARAM_MEM_TYPE != 0 {
+			typ = core.MemType(params.mem_type)
+			if typ != core.MemHost && typ != core.MemCUDA && typ != core.MemCUDAManaged {
+				return failf(core.ErrInvalid, op, "mem_type %d", int(typ))
+			}
+		}
+		if mask&C.CUCOPY_MEM_ALLOC_PARAM_DEVICE != 0 {
+			if device = int(params.device); device < 0 {
+				return failf(core.ErrInvalid, op, "device %d", device)
+			}
+		}
+		if mask&C.CUCOPY_MEM_ALLOC_PARAM_FLAGS != 0 {
+			if params.flags&^C.CUCOPY_MEM_ALLOC_FLAG_ACTIVATE != 0 {
+				return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(params.flags))
+			}
+			activate = params.flags&C.CUCOPY_MEM_ALLOC_FLAG_ACTIVATE != 0
+		}
+		p, err := ctx.MemAlloc(typ, device, activate, uint64(params.length))
+		if err != nil {
+			return fail(err)
+		}
+		*out = C.uint64_t(p)
+		return 0
+	})
+}
+
+//export cucopyGoMemFree
+func cucopyGoMemFree(h C.uint64_t, addr C.uintptr_t) C.int {
+	return call(contexts, h, "mem_free", func(ctx *core.Context) C.int {
+		if err := ctx.MemFree(uint64(addr)); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
+}
+
+//export cucopyGoMemReg
+func cucopyGoMemReg(h C.uint64_t, addr C.uintptr_t, length C.size_t, flags C.unsigned, haveOut C.int, out *C.uint64_t) C.int {
+	const op = "mem_reg"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if haveOut == 0 {
+			return failf(core.ErrInvalid, op, "memh_p is NULL")
+		}
+		reg, err := ctx.MemReg(uint64(addr), uint64(length), uint32(flags))
+		if err != nil {
+			return fail(err)
+		}
+		mh := memhs.add(reg)
+		if mh == 0 {
+			ctx.MemDereg(reg)
+			return failf(core.ErrNoResource, op, "too many registrations")
+		}
+		*out = C.uint64_t(mh)
+		return 0
+	})
+}
+
+//export cucopyGoMemDereg
+func cucopyGoMemDereg(h C.uint64_t, memh C.uint64_t) C.int {
+	const op = "mem_dereg"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		return call(memhs, memh, op, func(reg *core.Registration) C.int {
+			err := ctx.MemDereg(reg)
+			memhs.remove(uint64(memh))
+			return result(core.OK, err)
+		})
 	})
 }

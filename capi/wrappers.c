@@ -97,6 +97,10 @@ const char *cucopy_status_string(cucopy_status_t status)
         return "CUCOPY_ERR_FORKED: called in a forked child";
     case CUCOPY_ERR_INTERNAL:
         return "CUCOPY_ERR_INTERNAL: internal error";
+    case CUCOPY_ERR_OUT_OF_RANGE:
+        return "CUCOPY_ERR_OUT_OF_RANGE: range crosses the end of its allocation";
+    case CUCOPY_ERR_ALREADY_EXISTS:
+        return "CUCOPY_ERR_ALREADY_EXISTS: range already registered";
     }
     return "unknown status";
 }
@@ -230,4 +234,60 @@ cucopy_status_t cucopy_ep_flush(cucopy_ep_h ep, unsigned flags, cucopy_completio
 {
     GUARD("ep_flush");
     return (cucopy_status_t)cucopyGoEpFlush(H(ep), flags, (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_device_query(cucopy_context_h ctx, int ordinal, cucopy_device_attr_t *attr)
+{
+    GUARD("device_query");
+    return (cucopy_status_t)cucopyGoDeviceQuery(H(ctx), ordinal, attr);
+}
+
+cucopy_status_t cucopy_device_peer_query(cucopy_context_h ctx, int device, int peer,
+                                         cucopy_peer_attr_t *attr)
+{
+    GUARD("device_peer_query");
+    return (cucopy_status_t)cucopyGoDevicePeerQuery(H(ctx), device, peer, attr);
+}
+
+cucopy_status_t cucopy_mem_query(cucopy_context_h ctx, const void *addr, size_t length,
+                                 cucopy_mem_attr_t *attr)
+{
+    GUARD("mem_query");
+    return (cucopy_status_t)cucopyGoMemQuery(H(ctx), (uintptr_t)addr, length, attr);
+}
+
+cucopy_status_t cucopy_mem_alloc(cucopy_context_h ctx, const cucopy_mem_alloc_params_t *params,
+                                 void **addr_p)
+{
+    GUARD("mem_alloc");
+    uint64_t addr = 0;
+    cucopy_status_t st = (cucopy_status_t)cucopyGoMemAlloc(
+        H(ctx), (cucopy_mem_alloc_params_t *)params, addr_p != NULL, &addr);
+    if (addr_p != NULL)
+        *addr_p = st == CUCOPY_OK ? (void *)(uintptr_t)addr : NULL;
+    return st;
+}
+
+cucopy_status_t cucopy_mem_free(cucopy_context_h ctx, void *addr)
+{
+    GUARD("mem_free");
+    return (cucopy_status_t)cucopyGoMemFree(H(ctx), (uintptr_t)addr);
+}
+
+cucopy_status_t cucopy_mem_reg(cucopy_context_h ctx, void *addr, size_t length, unsigned flags,
+                               cucopy_memh_h *memh_p)
+{
+    GUARD("mem_reg");
+    uint64_t h = 0;
+    cucopy_status_t st = (cucopy_status_t)cucopyGoMemReg(H(ctx), (uintptr_t)addr, length, flags,
+                                                         memh_p != NULL, &h);
+    if (memh_p != NULL)
+        *memh_p = st == CUCOPY_OK ? (cucopy_memh_h)(uintptr_t)h : NULL;
+    return st;
+}
+
+cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh)
+{
+    GUARD("mem_dereg");
+    return memh == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoMemDereg(H(ctx), H(memh));
 }

@@ -16,6 +16,8 @@ type Context struct {
 
 	mu     sync.Mutex
 	ifaces int // open ifaces
+
+	mem memDomain
 }
 
 // NewContext creates a context over a loaded driver.
@@ -25,7 +27,7 @@ func NewContext(drv cudadrv.Interface, cfg Config) (*Context, error) {
 		// No device is not an error for host-only use; the driver says 0.
 		return nil, driverError("context_create", "counting devices", err)
 	}
-	return &Context{drv: drv, cfg: cfg, devices: n}, nil
+	return &Context{drv: drv, cfg: cfg, devices: n, mem: memDomain{allocs: map[uint64]*allocation{}, regs: map[*Registration]struct{}{}}}, nil
 }
 
 // Driver is the context's driver.

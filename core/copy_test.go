@@ -256,7 +256,7 @@ func TestBadInput(t *testing.T) {
 		{"buffer overflows", []core.IOV{{math.MaxUint64 - 4, 8}}, dev, core.ErrInvalid},
 		{"total overflows", []core.IOV{{uintptr(host), math.MaxUint64 / 2}, {uintptr(host), math.MaxUint64 / 2}, {uintptr(host), 8}}, dev, core.ErrInvalid},
 		{"remote overflows", []core.IOV{{uintptr(host), 16}}, math.MaxUint64 - 8, core.ErrInvalid},
-		{"dst crosses end", []core.IOV{{uintptr(host), 4096}}, dev + 1, core.ErrInvalid},
+		{"dst crosses end", []core.IOV{{uintptr(host), 4096}}, dev + 1, core.ErrOutOfRange},
 		{"unknown address", []core.IOV{{uintptr(host), 8}}, 0x42_0000, core.ErrCUDA},
 	}
 	for _, c := range cases {
@@ -269,14 +269,14 @@ func TestBadInput(t *testing.T) {
 	}
 	// get with the source (remote) crossing the end
 	st, err := r.zcopy(false, []core.IOV{{uintptr(host), 4096}}, dev+8, 1)
-	errStatus(t, core.ErrInvalid, err)
-	assert.Equal(t, core.ErrInvalid, st)
+	errStatus(t, core.ErrOutOfRange, err)
+	assert.Equal(t, core.ErrOutOfRange, st)
 	assert.Contains(t, err.Error(), "source")
 
 	errStatus(t, core.ErrInvalid, r.ep.Short(true, 0, 8, dev))
 	errStatus(t, core.ErrInvalid, r.ep.Short(true, uintptr(host), 8, 0))
 	errStatus(t, core.ErrInvalid, r.ep.Short(true, uintptr(host), math.MaxUint64, dev))
-	errStatus(t, core.ErrInvalid, r.ep.Short(false, uintptr(host), 4097, dev))
+	errStatus(t, core.ErrOutOfRange, r.ep.Short(false, uintptr(host), 4097, dev))
 	assert.Zero(t, r.drv.Pending())
 	_, comps := r.progress()
 	assert.Empty(t, comps, "failed operations have no completion")

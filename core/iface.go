@@ -555,7 +555,7 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 			if c.Side == 1 {
 				which = "destination"
 			}
-			return st, errorf(ErrInvalid, op, "%s range [0x%x, +%d) crosses the end of its allocation", which, pick(c.Side == 1, c.Dst, c.Src), c.Len)
+			return st, errorf(ErrOutOfRange, op, "%s range [0x%x, +%d) crosses the end of its allocation", which, pick(c.Side == 1, c.Dst, c.Src), c.Len)
 		default:
 			return st, driverError(op, "", i.drv.Error(c.Err))
 		}

@@ -17,19 +17,21 @@ import (
 type Status int32
 
 const (
-	OK            Status = 0
-	InProgress    Status = 1
-	ErrInvalid    Status = -1
-	ErrHandle     Status = -2
-	ErrNoMemory   Status = -3
-	ErrNoResource Status = -4
-	ErrBusy       Status = -5
-	ErrUnsupport  Status = -6
-	ErrNoDevice   Status = -7
-	ErrNoDriver   Status = -8
-	ErrCUDA       Status = -9
-	ErrForked     Status = -10
-	ErrInternal   Status = -11
+	OK               Status = 0
+	InProgress       Status = 1
+	ErrInvalid       Status = -1
+	ErrHandle        Status = -2
+	ErrNoMemory      Status = -3
+	ErrNoResource    Status = -4
+	ErrBusy          Status = -5
+	ErrUnsupport     Status = -6
+	ErrNoDevice      Status = -7
+	ErrNoDriver      Status = -8
+	ErrCUDA          Status = -9
+	ErrForked        Status = -10
+	ErrInternal      Status = -11
+	ErrOutOfRange    Status = -12
+	ErrAlreadyExists Status = -13
 )
 
 // Error is every error core returns: a status for the C caller and a

@@ -129,9 +129,11 @@ func (r *Result) Error() string {
 
 // CUresult values the core acts on.
 const (
-	ErrorDeinitialized     = 4
-	ErrorNotReady          = 600
-	ErrorPeerAlreadyEnable = 704
+	ErrorDeinitialized      = 4
+	ErrorInvalidContext     = 201
+	ErrorContextIsDestroyed = 709
+	ErrorNotReady           = 600
+	ErrorPeerAlreadyEnable  = 704
 )
 
 // Device attributes the tools read (CUdevice_attribute).
@@ -142,6 +144,54 @@ const (
 	AttrComputeCapabilityMaj = 75
 	AttrComputeCapabilityMin = 76
 	AttrManagedMemory        = 83
+)
+
+// MemInfo is what the driver says of one address (struct cd_mem_info).
+type MemInfo struct {
+	Start, Size     uint64  // the allocation, 0 if unknown
+	Ctx             Context // owning context, 0 if none
+	Pool            uintptr // memory pool, 0 if none
+	CtxID           uint64  // cuCtxGetId of Ctx, 0 without either
+	AccessMask      uint64  // VMM and pool memory: bit d, device d has access
+	Type            uint32  // MemoryType*, 0 when CUDA does not know the address
+	Managed         uint32
+	Ordinal         int32 // DEVICE_ORDINAL
+	Preferred       int32 // managed: preferred location (device, DeviceCPU, DeviceInvalid)
+	VMM             int32 // 1: cuMemCreate + cuMemMap memory
+	VMMLocationType int32 // MemLocation*
+	VMMLocationID   int32
+	_               int32
+}
+
+// CUmemorytype values and the managed-memory location sentinels.
+const (
+	MemoryTypeHost    = 1
+	MemoryTypeDevice  = 2
+	DeviceCPU         = -1
+	DeviceInvalid     = -2
+	MemLocationDevice = 1
+)
+
+// MemKind is what MemAlloc allocates (CD_MEM_*).
+type MemKind int32
+
+const (
+	MemDevice  MemKind = 0
+	MemManaged MemKind = 1
+	MemHost    MemKind = 2 // pinned, portable
+)
+
+// P2P attributes (CUdevice_P2PAttribute).
+const (
+	P2PPerformanceRank = 1
+	P2PAccessSupported = 2
+	P2PNativeAtomics   = 3
+)
+
+// CUresult values of host registration.
+const (
+	ErrorHostMemoryAlreadyRegistered = 712
+	ErrorHostMemoryNotRegistered     = 713
 )
 
 // Capability is an optional driver entry point and whether the loaded driver has it.
@@ -169,6 +219,17 @@ type Interface interface {
 	DeviceTotalMem(dev int) (uint64, error)
 	DevicePCIBusID(dev int) (string, error)
 	CanAccessPeer(dev, peer int) (bool, error)
+	DeviceUUID(dev int) ([16]byte, error)
+	P2PAttribute(dev, peer, attr int) (int, error)
+
+	// MemQuery says what ptr is; devices bounds the access query.
+	MemQuery(ptr uint64, devices int) (MemInfo, error)
+	// MemAlloc and MemFree run in ctx (made current for the call).
+	MemAlloc(ctx Context, kind MemKind, bytes uint64) (uint64, error)
+	MemFree(ctx Context, kind MemKind, ptr uint64) error
+	// HostRegister pins [ptr, ptr+bytes) for every context (PORTABLE).
+	HostRegister(ctx Context, ptr, bytes uint64) error
+	HostUnregister(ctx Context, ptr uint64) error
 
 	CurrentContext() (Context, error)
 	ContextID(ctx Context) (uint64, error)

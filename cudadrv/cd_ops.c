@@ -21,7 +21,7 @@
     } while (0)
 
 /* Make ctx current if it is not; *pushed says whether a pop is owed. */
-static cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err)
+cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err)
 {
     cdContext cur = NULL;
     cdResult r = cd.cuCtxGetCurrent(&cur);
@@ -44,7 +44,7 @@ static cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err)
 }
 
 /* Pop what cd_enter pushed. A failing pop is reported unless an earlier error is. */
-static void cd_leave(int pushed, cd_err *err)
+void cd_leave(int pushed, cd_err *err)
 {
     if (!pushed)
         return;
@@ -419,4 +419,15 @@ int cd_device_pci_bus_id(int32_t device, char *bus_id, int32_t len, cd_err *err)
 int cd_can_access_peer(int32_t device, int32_t peer, int32_t *can, cd_err *err)
 {
     CD_SIMPLE(err, CD_IDX_cuDeviceCanAccessPeer, cd.cuDeviceCanAccessPeer((int *)can, device, peer));
+}
+
+int cd_device_uuid(int32_t device, uint8_t *uuid, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceGetUuid, cd.cuDeviceGetUuid((struct CUuuid_st *)uuid, device));
+}
+
+int cd_p2p_attr(int32_t device, int32_t peer, uint32_t attr, int32_t *value, cd_err *err)
+{
+    CD_SIMPLE(err, CD_IDX_cuDeviceGetP2PAttribute,
+              cd.cuDeviceGetP2PAttribute((int *)value, attr, device, peer));
 }

@@ -129,6 +129,11 @@ typedef struct cd_copy_op {
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op);
 
+/* Make ctx current unless it is (*pushed: a pop is owed); pop it again. The
+ * failing call is recorded in err; a failing pop only if nothing failed before. */
+cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err);
+void cd_leave(int pushed, cd_err *err);
+
 /* Progress and event fd. */
 int32_t cd_query_events(uintptr_t ctx, const uintptr_t *events, int32_t n, cd_err *err);
 int32_t cd_arm(uintptr_t ctx, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err);
@@ -153,5 +158,36 @@ int cd_device_total_mem(int32_t device, uint64_t *bytes, cd_err *err);
 int cd_device_pci_bus_id(int32_t device, char *bus_id, int32_t len, cd_err *err);
 int cd_can_access_peer(int32_t device, int32_t peer, int32_t *can, cd_err *err);
 const char *cd_error_name(uint32_t result);
+int cd_device_uuid(int32_t device, uint8_t *uuid, cd_err *err);
+int cd_p2p_attr(int32_t device, int32_t peer, uint32_t attr, int32_t *value, cd_err *err);
+
+/* Memory domain. */
+
+/* What the driver says of one address (cd_mem_query). */
+typedef struct cd_mem_info {
+    uint64_t start;       /* allocation start, 0 if unknown */
+    uint64_t size;        /* allocation size, 0 if unknown */
+    uintptr_t ctx;        /* owning context, 0 if none */
+    uintptr_t pool;       /* memory pool, 0 if none */
+    uint64_t ctx_id;      /* cuCtxGetId of ctx (0 without ctx or cuCtxGetId) */
+    uint64_t access_mask; /* VMM and pool memory: devices with access */
+    uint32_t type;        /* CD_MEMORYTYPE_*, 0 unknown to CUDA */
+    uint32_t managed;
+    int32_t ordinal;      /* DEVICE_ORDINAL attribute */
+    int32_t preferred;    /* managed: preferred location (device, CD_DEVICE_CPU, CD_DEVICE_INVALID) */
+    int32_t vmm;          /* 1 for cuMemCreate/cuMemMap memory */
+    int32_t vmm_location_type;
+    int32_t vmm_location_id;
+    int32_t pad;
+} cd_mem_info;
+
+int cd_mem_query(uint64_t ptr, int32_t ndevices, cd_mem_info *info, cd_err *err);
+
+/* Memory kinds of cd_mem_alloc / cd_mem_free. */
+enum { CD_MEM_DEVICE = 0, CD_MEM_MANAGED = 1, CD_MEM_HOST = 2 };
+int cd_mem_alloc(uintptr_t ctx, int32_t kind, uint64_t bytes, uint64_t *ptr, cd_err *err);
+int cd_mem_free(uintptr_t ctx, int32_t kind, uint64_t ptr, cd_err *err);
+int cd_host_register(uintptr_t ctx, uint64_t ptr, uint64_t bytes, cd_err *err);
+int cd_host_unregister(uintptr_t ctx, uint64_t ptr, cd_err *err);
 
 #endif

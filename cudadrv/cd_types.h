@@ -22,7 +22,36 @@ typedef struct CUctx_st *cdContext;
 typedef struct CUstream_st *cdStream;
 typedef struct CUevent_st *cdEvent;
 typedef void (*cdHostFn)(void *user_data);
+typedef unsigned long long cdMemHandle; /* CUmemGenericAllocationHandle */
 struct CUmemcpyAttributes_st;
+struct CUmemPoolHandle_st; /* CUmemoryPool is a pointer to it */
+struct CUuuid_st;          /* 16 bytes */
+
+/*
+ * Structs of the virtual memory API. cuda.h defines them under its own tags,
+ * so these use the project's tags; tests/gpu/check_cuda_h.c proves size and
+ * every offset equal to CUmemLocation, CUmemAllocationProp, CUmemAccessDesc.
+ */
+struct cd_mem_location {
+    unsigned int type; /* CD_MEM_LOCATION_TYPE_* */
+    int id;
+};
+struct cd_mem_alloc_prop {
+    unsigned int type;                   /* CD_MEM_ALLOCATION_TYPE_PINNED */
+    unsigned int requested_handle_types; /* 0: none */
+    struct cd_mem_location location;
+    void *win32_handle_meta_data;
+    struct {
+        unsigned char compression_type;
+        unsigned char gpu_direct_rdma_capable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } alloc_flags;
+};
+struct cd_mem_access_desc {
+    struct cd_mem_location location;
+    unsigned int flags; /* CD_MEM_ACCESS_FLAGS_PROT_* */
+};
 
 /* CUresult values the project names. */
 #define CD_SUCCESS                          0
@@ -63,6 +92,34 @@ struct CUmemcpyAttributes_st;
 #define CD_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CD_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
 #define CD_POINTER_ATTRIBUTE_RANGE_SIZE     12
+#define CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE 17
+
+/* CUmem_range_attribute */
+#define CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION 2
+/* Device "ordinals" of managed-memory locations */
+#define CD_DEVICE_CPU     (-1)
+#define CD_DEVICE_INVALID (-2)
+/* CUmem_advise */
+#define CD_MEM_ADVISE_SET_PREFERRED_LOCATION 3
+
+/* CUmemLocationType */
+#define CD_MEM_LOCATION_TYPE_INVALID   0
+#define CD_MEM_LOCATION_TYPE_DEVICE    1
+#define CD_MEM_LOCATION_TYPE_HOST      2
+#define CD_MEM_LOCATION_TYPE_HOST_NUMA 3
+/* CUmemAllocationType */
+#define CD_MEM_ALLOCATION_TYPE_PINNED 1
+/* CUmemAccess_flags */
+#define CD_MEM_ACCESS_FLAGS_PROT_NONE      0
+#define CD_MEM_ACCESS_FLAGS_PROT_READ      1
+#define CD_MEM_ACCESS_FLAGS_PROT_READWRITE 3
+/* CUmemAllocationGranularity_flags */
+#define CD_MEM_ALLOC_GRANULARITY_MINIMUM 0
+
+/* CUdevice_P2PAttribute */
+#define CD_P2P_ATTRIBUTE_PERFORMANCE_RANK        1
+#define CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED        2
+#define CD_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED 3
 
 /* CUdevice_attribute */
 #define CD_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     16

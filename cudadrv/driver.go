@@ -40,6 +40,12 @@ var (
 	_ [unsafe.Offsetof(C.cd_copy_op{}.reuse_event) - unsafe.Offsetof(CopyOp{}.ReuseEvent)]struct{}
 	_ [CopyJoined - C.CD_COPY_JOINED]struct{}
 	_ [C.CD_COPY_JOINED - CopyJoined]struct{}
+	_ [unsafe.Sizeof(MemInfo{}) - C.sizeof_cd_mem_info]struct{}
+	_ [C.sizeof_cd_mem_info - unsafe.Sizeof(MemInfo{})]struct{}
+	_ [unsafe.Offsetof(MemInfo{}.Type) - unsafe.Offsetof(C.cd_mem_info{}._type)]struct{}
+	_ [unsafe.Offsetof(C.cd_mem_info{}._type) - unsafe.Offsetof(MemInfo{}.Type)]struct{}
+	_ [unsafe.Offsetof(MemInfo{}.VMMLocationID) - unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id)]struct{}
+	_ [unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id) - unsafe.Offsetof(MemInfo{}.VMMLocationID)]struct{}
 	_ [CopyReuse - C.CD_COPY_REUSE]struct{}
 	_ [C.CD_COPY_REUSE - CopyReuse]struct{}
 )
@@ -305,4 +311,53 @@ func (d *driver) Arm(ctx Context, stream Stream, head Event, fd int) (bool, erro
 		return false, d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
 	}
 	return rc == 1, nil
+}
+
+func (d *driver) DeviceUUID(dev int) ([16]byte, error) {
+	var uuid [16]C.uint8_t
+	var e C.cd_err
+	var out [16]byte
+	if err := d.check(C.cd_device_uuid(C.int32_t(dev), &uuid[0], &e), e); err != nil {
+		return out, err
+	}
+	for i := range uuid {
+		out[i] = byte(uuid[i])
+	}
+	return out, nil
+}
+
+func (d *driver) P2PAttribute(dev, peer, attr int) (int, error) {
+	var v C.int32_t
+	var e C.cd_err
+	err := d.check(C.cd_p2p_attr(C.int32_t(dev), C.int32_t(peer), C.uint32_t(attr), &v, &e), e)
+	return int(v), err
+}
+
+func (d *driver) MemQuery(ptr uint64, devices int) (MemInfo, error) {
+	var info MemInfo
+	var e C.cd_err
+	err := d.check(C.cd_mem_query(C.uint64_t(ptr), C.int32_t(devices), (*C.cd_mem_info)(unsafe.Pointer(&info)), &e), e)
+	return info, err
+}
+
+func (d *driver) MemAlloc(ctx Context, kind MemKind, bytes uint64) (uint64, error) {
+	var p C.uint64_t
+	var e C.cd_err
+	err := d.check(C.cd_mem_alloc(C.uintptr_t(ctx), C.int32_t(kind), C.uint64_t(bytes), &p, &e), e)
+	return uint64(p), err
+}
+
+func (d *driver) MemFree(ctx Context, kind MemKind, ptr uint64) error {
+	var e C.cd_err
+	return d.check(C.cd_mem_free(C.uintptr_t(ctx), C.int32_t(kind), C.uint64_t(ptr), &e), e)
+}
+
+func (d *driver) HostRegister(ctx Context, ptr, bytes uint64) error {
+	var e C.cd_err
+	return d.check(C.cd_host_register(C.uintptr_t(ctx), C.uint64_t(ptr), C.uint64_t(bytes), &e), e)
+}
+
+func (d *driver) HostUnregister(ctx Context, ptr uint64) error {
+	var e C.cd_err
+	return d.check(C.cd_host_unregister(C.uintptr_t(ctx), C.uint64_t(ptr), &e), e)
 }

@@ -66,13 +66,16 @@ typedef enum cucopy_status {
     CUCOPY_ERR_NO_DRIVER = -8,      /**< The CUDA driver library could not be loaded. */
     CUCOPY_ERR_CUDA = -9,           /**< A CUDA driver call failed; cucopy_last_error() names it. */
     CUCOPY_ERR_FORKED = -10,        /**< Called in a child process after fork(). */
-    CUCOPY_ERR_INTERNAL = -11       /**< An internal error (a bug); the handle is poisoned. */
+    CUCOPY_ERR_INTERNAL = -11,      /**< An internal error (a bug); the handle is poisoned. */
+    CUCOPY_ERR_OUT_OF_RANGE = -12,  /**< An address range crosses the end of its allocation. */
+    CUCOPY_ERR_ALREADY_EXISTS = -13 /**< The range is already registered (by cucopy or the program). */
 } cucopy_status_t;
 
 /** Opaque handles. */
 typedef struct cucopy_context *cucopy_context_h; /**< Driver + memory domain. */
 typedef struct cucopy_iface *cucopy_iface_h;     /**< Streams, events, progress. */
 typedef struct cucopy_ep *cucopy_ep_h;           /**< Issues copies on an iface. */
+typedef struct cucopy_memh *cucopy_memh_h;       /**< A host range pinned by cucopy_mem_reg(). */
 
 /**
  * Completion of asynchronous operations.
@@ -167,8 +170,197 @@ CUCOPY_API cucopy_status_t cucopy_context_create(const cucopy_context_params_t *
 /** Destroy a context. ::CUCOPY_ERR_BUSY while ifaces opened on it are open. */
 CUCOPY_API cucopy_status_t cucopy_context_destroy(cucopy_context_h ctx);
 
+/**@}*/
+
+/** @name Devices and topology
+ * From the CUDA driver, without creating or activating any context. */
+/**@{*/
+
 /** Number of CUDA devices the driver shows (CUDA_VISIBLE_DEVICES applies). */
 CUCOPY_API cucopy_status_t cucopy_device_count(cucopy_context_h ctx, int *count);
+
+/** cucopy_device_attr_t field bits. */
+enum {
+    CUCOPY_DEVICE_ATTR_NAME = 1u << 0,
+    CUCOPY_DEVICE_ATTR_UUID = 1u << 1,
+    CUCOPY_DEVICE_ATTR_PCI_BUS_ID = 1u << 2,
+    CUCOPY_DEVICE_ATTR_NUMA_NODE = 1u << 3,
+    CUCOPY_DEVICE_ATTR_MEMORY = 1u << 4,
+    CUCOPY_DEVICE_ATTR_COMPUTE_CAPABILITY = 1u << 5,
+    CUCOPY_DEVICE_ATTR_PEERS = 1u << 6,
+    CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE = 1u << 7
+};
+
+/** Most devices the peer mask describes. */
+#define CUCOPY_MAX_DEVICES 64
+
+/** What one device is; set field_mask to the fields wanted. */
+typedef struct cucopy_device_attr {
+    uint64_t field_mask;
+    char name[256];         /**< e.g. "NVIDIA H200" */
+    uint8_t uuid[16];       /**< the GPU's UUID (as nvidia-smi's GPU-... without dashes) */
+    char pci_bus_id[32];    /**< "dddd:bb:dd.f", lower case */
+    int numa_node;          /**< host NUMA node of the PCI device, -1 if unknown */
+    uint64_t total_memory;  /**< bytes */
+    int cc_major;           /**< compute capability */
+    int cc_minor;
+    uint64_t peer_mask;     /**< bit p: this device can access device p's memory (cuDeviceCanAccessPeer) */
+    int primary_active;     /**< the device's primary context is active (read only; never changed) */
+} cucopy_device_attr_t;
+
+/** Fill the fields of @a attr selected by attr->field_mask for device @a ordinal. */
+CUCOPY_API cucopy_status_t cucopy_device_query(cucopy_context_h ctx, int ordinal,
+                                               cucopy_device_attr_t *attr);
+
+/** cucopy_peer_attr_t field bits. */
+enum {
+    CUCOPY_PEER_ATTR_CAN_ACCESS = 1u << 0,
+    CUCOPY_PEER_ATTR_ACCESS_SUPPORTED = 1u << 1,
+    CUCOPY_PEER_ATTR_NATIVE_ATOMICS = 1u << 2,
+    CUCOPY_PEER_ATTR_PERFORMANCE_RANK = 1u << 3
+};
+
+/** What the driver says of one ordered device pair. */
+typedef struct cucopy_peer_attr {
+    uint64_t field_mask;
+    int can_access;        /**< cuDeviceCanAccessPeer(device, peer) */
+    int access_supported;  /**< CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED */
+    int native_atomics;    /**< CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED */
+    int performance_rank;  /**< CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK (lower is better) */
+} cucopy_peer_attr_t;
+
+/** Fill @a attr for the pair (@a device, @a peer); the two must differ. */
+CUCOPY_API cucopy_status_t cucopy_device_peer_query(cucopy_context_h ctx, int device, int peer,
+                                                    cucopy_peer_attr_t *attr);
+/**@}*/
+
+/** @name Memory domain: query, allocation, host registration
+ *
+ * All of these work from any thread, with or without a current context, and
+ * leave the calling thread's current context as they found it.
+ */
+/**@{*/
+
+/** Memory types. */
+typedef enum cucopy_memory_type {
+    CUCOPY_MEMORY_TYPE_HOST = 0,        /**< host memory: pageable, pinned or registered */
+    CUCOPY_MEMORY_TYPE_CUDA = 1,        /**< device memory (cuMemAlloc, VMM, pools) */
+    CUCOPY_MEMORY_TYPE_CUDA_MANAGED = 2 /**< managed (unified) memory */
+} cucopy_memory_type_t;
+
+/** cucopy_mem_attr_t field bits. */
+enum {
+    CUCOPY_MEM_ATTR_MEM_TYPE = 1u << 0,
+    CUCOPY_MEM_ATTR_PINNED = 1u << 1,
+    CUCOPY_MEM_ATTR_DEVICE = 1u << 2,
+    CUCOPY_MEM_ATTR_CONTEXT_ID = 1u << 3,
+    CUCOPY_MEM_ATTR_ALLOCATION = 1u << 4,
+    CUCOPY_MEM_ATTR_FLAGS = 1u << 5,
+    CUCOPY_MEM_ATTR_ACCESS = 1u << 6
+};
+
+/** cucopy_mem_attr_t::flags bits. */
+enum {
+    CUCOPY_MEM_FLAG_VMM = 1u << 0,        /**< cuMemCreate + cuMemMap memory */
+    CUCOPY_MEM_FLAG_POOL = 1u << 1,       /**< stream-ordered pool memory (cuMemAllocAsync) */
+    CUCOPY_MEM_FLAG_REGISTERED = 1u << 2, /**< host memory inside a range pinned by cucopy_mem_reg() */
+    CUCOPY_MEM_FLAG_ALLOCATED = 1u << 3,  /**< memory from cucopy_mem_alloc() */
+    CUCOPY_MEM_FLAG_PREFERRED = 1u << 4,  /**< managed memory with a preferred location set */
+    CUCOPY_MEM_FLAG_HOST_LOCATED = 1u << 5 /**< VMM memory physically on the host */
+};
+
+/** Location values of cucopy_mem_attr_t::preferred_location besides device ordinals. */
+#define CUCOPY_LOCATION_HOST (-1)
+#define CUCOPY_LOCATION_NONE (-2)
+
+/** What a range of memory is; set field_mask to the fields wanted. */
+typedef struct cucopy_mem_attr {
+    uint64_t field_mask;
+    cucopy_memory_type_t mem_type;
+    int pinned;              /**< host memory: page-locked (host-allocated or registered) */
+    int device;              /**< device ordinal of device or managed memory (for managed: where
+                                  it was allocated), of the context owning pinned memory; -1 none */
+    uint64_t context_id;     /**< owning CUDA context's id; 0 for VMM and pool memory (no owner),
+                                  for plain host memory, and on drivers without cuCtxGetId */
+    uint64_t base_address;   /**< start of the allocation holding addr; 0 if not known (pageable) */
+    size_t alloc_length;     /**< its length; 0 if not known */
+    uint64_t flags;          /**< CUCOPY_MEM_FLAG_* */
+    int preferred_location;  /**< managed: a device ordinal, ::CUCOPY_LOCATION_HOST or
+                                  ::CUCOPY_LOCATION_NONE */
+    uint64_t access_mask;    /**< bit d: device d may access the memory (VMM and pool memory:
+                                  from cuMemGetAccess / cuMemPoolGetAccess; device memory:
+                                  its device; managed and pinned memory: every device) */
+} cucopy_mem_attr_t;
+
+/**
+ * Say what [@a addr, @a addr + @a length) is. @a length may be 0 (the address
+ * alone). A range crossing the end of its CUDA allocation is
+ * ::CUCOPY_ERR_OUT_OF_RANGE. Memory the driver does not know (malloc, stack,
+ * freed CUDA memory) is host memory, never device memory.
+ */
+CUCOPY_API cucopy_status_t cucopy_mem_query(cucopy_context_h ctx, const void *addr, size_t length,
+                                            cucopy_mem_attr_t *attr);
+
+/** cucopy_mem_alloc_params_t field bits. */
+enum {
+    CUCOPY_MEM_ALLOC_PARAM_LENGTH = 1u << 0, /**< required */
+    CUCOPY_MEM_ALLOC_PARAM_MEM_TYPE = 1u << 1,
+    CUCOPY_MEM_ALLOC_PARAM_DEVICE = 1u << 2,
+    CUCOPY_MEM_ALLOC_PARAM_FLAGS = 1u << 3
+};
+
+/** cucopy_mem_alloc_params_t::flags bits. */
+enum {
+    /** The device's primary context may be activated (retained) if it is not
+     *  active; without it an inactive primary context is an error. */
+    CUCOPY_MEM_ALLOC_FLAG_ACTIVATE = 1u << 0
+};
+
+/** Allocation parameters. */
+typedef struct cucopy_mem_alloc_params {
+    uint64_t field_mask;
+    size_t length;                 /**< bytes, > 0; required */
+    cucopy_memory_type_t mem_type; /**< default ::CUCOPY_MEMORY_TYPE_CUDA; HOST means pinned host memory */
+    int device;                    /**< default: the device of the current context */
+    unsigned flags;                /**< CUCOPY_MEM_ALLOC_FLAG_* */
+} cucopy_mem_alloc_params_t;
+
+/**
+ * Allocate params->length bytes: device memory, managed memory (attached
+ * globally) or pinned host memory (portable to every context).
+ *
+ * Which context allocates: the current context if it is on the requested
+ * device (or no device was requested); otherwise the device's primary
+ * context if it is active, or with ::CUCOPY_MEM_ALLOC_FLAG_ACTIVATE. Pinned
+ * host memory needs any context: the current one, else the first active
+ * primary context. The library retains a primary context it allocates in
+ * until cucopy_mem_free(). Nothing is left current.
+ */
+CUCOPY_API cucopy_status_t cucopy_mem_alloc(cucopy_context_h ctx,
+                                            const cucopy_mem_alloc_params_t *params, void **addr_p);
+
+/** Free memory from cucopy_mem_alloc(); other addresses get ::CUCOPY_ERR_INVALID_PARAM. */
+CUCOPY_API cucopy_status_t cucopy_mem_free(cucopy_context_h ctx, void *addr);
+
+/** cucopy_mem_reg() flags: none defined; pass 0. */
+
+/**
+ * Pin host memory for every context (cuMemHostRegister with PORTABLE), so
+ * copies from and to it run at pinned speed on every device.
+ * Needs a current context or an active primary context (never activates one).
+ * Outcomes: device or managed memory, NULL or length 0:
+ * ::CUCOPY_ERR_INVALID_PARAM; a range overlapping one already registered (by
+ * cucopy or the program): ::CUCOPY_ERR_ALREADY_EXISTS.
+ */
+CUCOPY_API cucopy_status_t cucopy_mem_reg(cucopy_context_h ctx, void *addr, size_t length,
+                                          unsigned flags, cucopy_memh_h *memh_p);
+
+/**
+ * Unpin memory pinned by cucopy_mem_reg(). If the registration is already
+ * gone (its context was reset or destroyed), the handle is released and
+ * ::CUCOPY_OK returned. NULL is a no-op.
+ */
+CUCOPY_API cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh);
 /**@}*/
 
 /** @name Interface: per-context streams and events, progress, flush */

@@ -57,6 +57,9 @@ type alloc struct {
 	ctx     cudadrv.Context
 	dev     int
 	managed bool
+	// preferred is managed memory's preferred location (cudadrv.DeviceCPU,
+	// a device, or cudadrv.DeviceInvalid).
+	preferred int32
 }
 
 type context struct {
@@ -280,12 +283,12 @@ func (d *Driver) AllocVMM(dev, n int) uint64 {
 // AllocManaged allocates managed memory owned by dev's primary context (activated).
 func (d *Driver) AllocManaged(dev, n int) uint64 {
 	ctx := d.ActivatePrimary(dev)
-	return d.alloc(devRange(dev, 3), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev, managed: true})
+	return d.alloc(devRange(dev, 3), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev, managed: true, preferred: cudadrv.DeviceInvalid})
 }
 
 // AllocManagedUnowned allocates managed memory with neither context nor device.
 func (d *Driver) AllocManagedUnowned(n int) uint64 {
-	return d.alloc(3<<40, n, &alloc{typ: memTypeDevice, dev: -1, managed: true})
+	return d.alloc(3<<40, n, &alloc{typ: memTypeDevice, dev: -1, managed: true, preferred: cudadrv.DeviceInvalid})
 }
 
 // AllocHost allocates host memory CUDA knows (pinned, or registered when !pinned).

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+func TestMemQueryKinds(t *testing.T) {
+	r := newRig(t, 2)
+	dev1 := r.drv.AllocDevice(1, 4096)
+	managed := r.drv.AllocManaged(0, 4096)
+	r.drv.SetPreferred(managed, 1)
+	pinned := r.drv.AllocHost(4096, true)
+	pageable := r.drv.Pageable(4096)
+	vmm := r.drv.AllocVMM(1, 4096)
+
+	a, err := r.ctx.MemQuery(dev1+100, 100)
+	require.NoError(t, err)
+	assert.Equal(t, core.MemCUDA, a.Type)
+	assert.Equal(t, 1, a.Device)
+	assert.Equal(t, r.drv.ID(r.drv.Primary(1)), a.ContextID)
+	assert.Equal(t, dev1, a.Base, "an interior pointer resolves to its allocation")
+	assert.Equal(t, uint64(4096), a.Length)
+	assert.Equal(t, uint64(1<<1), a.AccessMask)
+
+	a, err = r.ctx.MemQuery(managed, 8)
+	require.NoError(t, err)
+	assert.Equal(t, core.MemCUDAManaged, a.Type)
+	assert.Equal(t, 1, a.PreferredLocation)
+	assert.NotZero(t, a.Flags&core.MemFlagPreferred)
+
+	a, err = r.ctx.MemQuery(pinned, 8)
+	require.NoError(t, err)
+	assert.Equal(t, core.MemHost, a.Type)
+	assert.True(t, a.Pinned)
+
+	a, err = r.ctx.MemQuery(pageable, 8)
+	require.NoError(t, err)
+	assert.Equal(t, core.MemHost, a.Type)
+	assert.False(t, a.Pinned)
+	assert.Zero(t, a.Base)
+
+	a, err = r.ctx.MemQuery(vmm, 8)
+	require.NoError(t, err)
+	assert.Equal(t, core.MemCUDA, a.Type)
+	assert.NotZero(t, a.Flags&core.MemFlagVMM)
+	assert.Zero(t, a.ContextID, "VMM memory has no owning context")
+	assert.Equal(t, 1, a.Device)
+
+	_, err = r.ctx.MemQuery(dev1+4000, 200)
+	errStatus(t, core.ErrOutOfRange, err)
+}
+
+func TestMemAllocContextChoice(t *testing.T) {
+	r := newRig(t, 2)
+	// No current context, device 1's primary inactive: refused, nothing activated.
+	_, err := r.ctx.MemAlloc(core.MemCUDA, 1, false, 64)
+	errStatus(t, core.ErrNoDevice, err)
+	_, err = r.ctx.MemAlloc(core.MemCUDA, -1, false, 64)
+	errStatus(t, core.ErrNoDevice, err)
+	assert.Zero(t, r.drv.Activations(), "the library activated a primary context")
+
+	// With ACTIVATE: retained until free.
+	p, err := r.ctx.MemAlloc(core.MemCUDA, 1, true, 64)
+	require.NoError(t, err)
+	assert.Equal(t, 1, r.drv.PrimaryRetains(1))
+	a, err := r.ctx.MemQuery(p, 64)
+	require.NoError(t, err)
+	assert.Equal(t, 1, a.Device)
+	assert.NotZero(t, a.Flags&core.MemFlagAllocated)
+	require.NoError(t, r.ctx.MemFree(p))
+	assert.Zero(t, r.drv.PrimaryRetains(1))
+	a, err = r.ctx.MemQuery(p, 8)
+	require.NoError(t, err)
+	assert.Equal(t, core.MemHost, a.Type, "freed memory is never device memory")
+
+	// The current context is used when it is on the requested device.
+	user := r.drv.CreateContext(0)
+	r.drv.SetCurrent(user)
+	p, err = r.ctx.MemAlloc(core.MemCUDAManaged, 0, false, 64)
+	require.NoError(t, err)
+	a, err = r.ctx.MemQuery(p, 64)
+	require.NoError(t, err)
+	assert.Equal(t, r.drv.ID(user), a.ContextID)
+	assert.Equal(t, core.MemCUDAManaged, a.Type)
+	require.NoError(t, r.ctx.MemFree(p))
+	h, err := r.ctx.MemAlloc(core.MemHost, -1, false, 64)
+	require.NoError(t, err)
+	a, err = r.ctx.MemQuery(h, 64)
+	require.NoError(t, err)
+	assert.True(t, a.Pinned)
+	require.NoError(t, r.ctx.MemFree(h))
+	r.drv.SetCurrent(0)
+
+	errStatus(t, core.ErrInvalid, r.ctx.MemFree(h))
+	_, err = r.ctx.MemAlloc(core.MemCUDA, 7, true, 64)
+	errStatus(t, core.ErrInvalid, err)
+	_, err = r.ctx.MemAlloc(core.MemCUDA, 0, true, 0)
+	errStatus(t, core.ErrInvalid, err)
+}
+
+func TestMemRegDereg(t *testing.T) {
+	r := newRig(t, 2)
+	buf := r.drv.Pageable(8192)
+	_, err := r.ctx.MemReg(buf, 8192, 0)
+	errStatus(t, core.ErrNoDevice, err) // no context at all: never activates one
+
+	r.drv.ActivatePrimary(0)
+	reg, err := r.ctx.MemReg(buf, 8192, 0)
+	require.NoError(t, err)
+	a, err := r.ctx.MemQuery(buf+100, 8)
+	require.NoError(t, err)
+	assert.True(t, a.Pinned)
+	assert.NotZero(t, a.Flags&core.MemFlagRegistered)
+
+	_, err = r.ctx.MemReg(buf, 8192, 0)
+	errStatus(t, core.ErrAlreadyExists, err)
+	_, err = r.ctx.MemReg(r.drv.AllocDevice(0, 64), 64, 0)
+	errStatus(t, core.ErrInvalid, err)
+	_, err = r.ctx.MemReg(buf, 8192, 4)
+	errStatus(t, core.ErrInvalid, err)
+	_, err = r.ctx.MemReg(0, 8, 0)
+	errStatus(t, core.ErrInvalid, err)
+
+	require.NoError(t, r.ctx.MemDereg(reg))
+	errStatus(t, core.ErrHandle, r.ctx.MemDereg(reg))
+	a, err = r.ctx.MemQuery(buf, 8)
+	require.NoError(t, err)
+	assert.False(t, a.Pinned)
+
+	// A registration that vanished with its context: dereg still succeeds.
+	reg, err = r.ctx.MemReg(buf, 8192, 0)
+	require.NoError(t, err)
+	require.NoError(t, r.drv.HostUnregister(r.drv.Primary(0), buf))
+	assert.NoError(t, r.ctx.MemDereg(reg))
+}
+
+func TestDeviceAndPeerQuery(t *testing.T) {
+	r := newRig(t, 2)
+	a, err := r.ctx.DeviceQuery(1, ^uint64(0))
+	require.NoError(t, err)
+	assert.NotEmpty(t, a.Name)
+	assert.Equal(t, byte(1), a.UUID[15])
+	assert.Equal(t, uint64(1), a.PeerMask, "device 1 reaches device 0")
+	assert.False(t, a.PrimaryActive)
+	assert.Equal(t, -1, a.NUMANode, "no such PCI device in sysfs")
+	_, err = r.ctx.DeviceQuery(2, ^uint64(0))
+	errStatus(t, core.ErrInvalid, err)
+
+	p, err := r.ctx.PeerQuery(0, 1)
+	require.NoError(t, err)
+	assert.True(t, p.CanAccess && p.AccessSupported && p.NativeAtomics)
+	_, err = r.ctx.PeerQuery(1, 1)
+	errStatus(t, core.ErrInvalid, err)
+	r.drv.Fail("P2PAttribute", 1, 1)
+	_, err = r.ctx.PeerQuery(0, 1)
+	errStatus(t, core.ErrCUDA, err)
+	var res *cudadrv.Result
+	assert.ErrorAs(t, err, &res)
+}
