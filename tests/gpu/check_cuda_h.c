@@ -29,7 +29,19 @@
  */
 #include <cuda.h>
 
+/*
+ * The VMM entries' prototypes name the project's struct tags (cd_vmm.h).
+ * Here they name cuda.h's, so the prototype check below compares them
+ * exactly; the project's own definitions are then compared member by member
+ * (after the #undefs at the end).
+ */
+#define CD_VMM_FROM_CUDA_H
+#define cd_mem_location CUmemLocation_st
+#define cd_mem_alloc_prop CUmemAllocationProp_st
+#define cd_mem_access_desc CUmemAccessDesc_st
 #include "cd_types.h"
+
+#include <stddef.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -91,7 +103,24 @@
     X(CD_GET_PROC_ADDRESS_DEFAULT, CU_GET_PROC_ADDRESS_DEFAULT)                \
     X(CD_GET_PROC_ADDRESS_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS)                \
     X(CD_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) \
-    X(CD_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+    X(CD_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) \
+    X(CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE)  \
+    X(CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) \
+    X(CD_DEVICE_CPU, CU_DEVICE_CPU)                                            \
+    X(CD_DEVICE_INVALID, CU_DEVICE_INVALID)                                    \
+    X(CD_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_MEM_ADVISE_SET_PREFERRED_LOCATION) \
+    X(CD_MEM_LOCATION_TYPE_INVALID, CU_MEM_LOCATION_TYPE_INVALID)              \
+    X(CD_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_DEVICE)                \
+    X(CD_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST)                    \
+    X(CD_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST_NUMA)          \
+    X(CD_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_ALLOCATION_TYPE_PINNED)            \
+    X(CD_MEM_ACCESS_FLAGS_PROT_NONE, CU_MEM_ACCESS_FLAGS_PROT_NONE)            \
+    X(CD_MEM_ACCESS_FLAGS_PROT_READ, CU_MEM_ACCESS_FLAGS_PROT_READ)            \
+    X(CD_MEM_ACCESS_FLAGS_PROT_READWRITE, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)  \
+    X(CD_MEM_ALLOC_GRANULARITY_MINIMUM, CU_MEM_ALLOC_GRANULARITY_MINIMUM)      \
+    X(CD_P2P_ATTRIBUTE_PERFORMANCE_RANK, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK) \
+    X(CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED) \
+    X(CD_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED)
 
 CONSTANTS(SAME)
 
@@ -110,6 +139,9 @@ SAME_TYPE(cdStream, CUstream)
 SAME_TYPE(cdEvent, CUevent)
 SAME_TYPE(cdHostFn, CUhostFn)
 SAME_TYPE(struct CUmemcpyAttributes_st, CUmemcpyAttributes)
+SAME_TYPE(cdMemHandle, CUmemGenericAllocationHandle)
+SAME_TYPE(struct CUuuid_st, CUuuid)
+SAME_TYPE(struct CUmemPoolHandle_st *, CUmemoryPool)
 _Static_assert(sizeof(cdU64) == sizeof(cuuint64_t), "cdU64 size");
 _Static_assert(sizeof(cdResult) == sizeof(CUresult), "cdResult size");
 
@@ -144,6 +176,34 @@ _Static_assert(sizeof(cdResult) == sizeof(CUresult), "cdResult size");
     IF(SKIPPED_FLAG(SKIP_##name))(, PROTO_CHECK(name, #name, params))
 #include "entry_points.h"
 #undef CD_ENTRY
+
+/* ------------------------------------------- the project's VMM structs */
+
+#undef cd_mem_location
+#undef cd_mem_alloc_prop
+#undef cd_mem_access_desc
+#undef CD_VMM_FROM_CUDA_H
+#include "cd_vmm.h"
+
+#define SAME_MEMBER(ours, theirs, m_ours, m_theirs)                                    \
+    _Static_assert(offsetof(struct ours, m_ours) == offsetof(theirs, m_theirs) &&      \
+                       sizeof(((struct ours *)0)->m_ours) == sizeof(((theirs *)0)->m_theirs), \
+                   #ours "." #m_ours " differs from " #theirs "." #m_theirs);
+#define SAME_SIZE(ours, theirs) \
+    _Static_assert(sizeof(struct ours) == sizeof(theirs), #ours " size differs from " #theirs);
+SAME_SIZE(cd_mem_location, CUmemLocation)
+SAME_MEMBER(cd_mem_location, CUmemLocation, type, type)
+SAME_MEMBER(cd_mem_location, CUmemLocation, id, id)
+SAME_SIZE(cd_mem_alloc_prop, CUmemAllocationProp)
+SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, type, type)
+SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, requested_handle_types, requestedHandleTypes)
+SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, location, location)
+SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, win32_handle_meta_data, win32HandleMetaData)
+SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, alloc_flags, allocFlags)
+SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, alloc_flags.usage, allocFlags.usage)
+SAME_SIZE(cd_mem_access_desc, CUmemAccessDesc)
+SAME_MEMBER(cd_mem_access_desc, CUmemAccessDesc, location, location)
+SAME_MEMBER(cd_mem_access_desc, CUmemAccessDesc, flags, flags)
 
 struct entry {
     const char *name;
