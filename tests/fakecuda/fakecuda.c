@@ -166,7 +166,9 @@ static void fk_after_fork_child(void)
     atomic_store(&fk_forked, 1);
 }
 
-static struct fk_table *const fk_tables[3] = {&fk_ctx_table, &fk_stream_table, &fk_event_table};
+#define FK_NTABLES 4
+static struct fk_table *const fk_tables[FK_NTABLES] = {&fk_ctx_table, &fk_stream_table,
+                                                    &fk_event_table, &fk_pool_table};
 
 #define FK_TABLE_SPAN ((size_t)64 << 20) /* handle address space per kind */
 #define FK_HANDLE_STRIDE 16
@@ -175,13 +177,13 @@ static struct fk_table *const fk_tables[3] = {&fk_ctx_table, &fk_stream_table, &
 
 static void fk_tables_setup(void)
 {
-    void *space = mmap(NULL, 3 * FK_TABLE_SPAN, PROT_NONE,
+    void *space = mmap(NULL, FK_NTABLES * FK_TABLE_SPAN, PROT_NONE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (space == MAP_FAILED) {
         fprintf(stderr, "fakecuda: cannot reserve handle space: %s\n", strerror(errno));
         abort();
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < FK_NTABLES; i++) {
         fk_tables[i]->base = (uintptr_t)space + (size_t)i * FK_TABLE_SPAN;
         fk_tables[i]->chunks = calloc(FK_MAX_CHUNKS, sizeof(void *));
         if (fk_tables[i]->chunks == NULL)

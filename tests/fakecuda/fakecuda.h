@@ -82,6 +82,17 @@ void fakecuda_poison_context(cdContext ctx, int code);
  *  counter. Pending faults and poisons stay. */
 void fakecuda_reset_counters(void);
 
+/** Live allocations of every kind: cuMemAlloc, cuMemAllocManaged,
+ *  cuMemHostAlloc and cuMemAllocAsync memory not freed (and whose context, if
+ *  it has one, is alive), plus cuMemCreate allocations whose memory still
+ *  exists (a handle reference or a mapping left). Registered host ranges are
+ *  not allocations: see fakecuda_registered_ranges(). */
+long fakecuda_live_allocations(void);
+
+/** Host ranges registered by cuMemHostRegister, not unregistered, whose
+ *  registering context is alive. */
+long fakecuda_registered_ranges(void);
+
 /** Sets the per-operation delay of FAKECUDA_DELAY_US at run time. */
 void fakecuda_set_delay_us(unsigned int us);
 

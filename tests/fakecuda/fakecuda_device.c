@@ -118,3 +118,44 @@ cdResult cuDeviceCanAccessPeer(int *can_access, cdDevice dev, cdDevice peer)
     *can_access = dev != peer && !fk_cfg.no_peer;
     return CD_SUCCESS;
 }
+
+/* A stable UUID per device: a fixed prefix, the ordinal, and a byte that
+ * depends on it, so every byte sequence differs between devices. */
+cdResult cuDeviceGetUuid_v2(struct CUuuid_st *uuid, cdDevice dev)
+{
+    FK_ENTER(cuDeviceGetUuid);
+    if (uuid == NULL)
+        return CD_ERROR_INVALID_VALUE;
+    if (!fk_device_valid(dev))
+        return CD_ERROR_INVALID_DEVICE;
+    unsigned char bytes[16] = {0xfa, 0x4e, 0xc0, 0xda, 0x00, 0x00, 0x40, 0x00,
+                               0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    bytes[5] = (unsigned char)dev;
+    bytes[14] = (unsigned char)(0x11 * (dev + 1));
+    bytes[15] = (unsigned char)dev;
+    memcpy(uuid, bytes, sizeof bytes);
+    return CD_SUCCESS;
+}
+
+cdResult cuDeviceGetP2PAttribute(int *value, unsigned int attrib, cdDevice src, cdDevice dst)
+{
+    FK_ENTER(cuDeviceGetP2PAttribute);
+    if (value == NULL)
+        return CD_ERROR_INVALID_VALUE;
+    if (!fk_device_valid(src) || !fk_device_valid(dst) || src == dst)
+        return CD_ERROR_INVALID_DEVICE;
+    switch (attrib) {
+    case CD_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+        *value = 0;
+        break;
+    case CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+    case CD_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+        *value = !fk_cfg.no_peer;
+        break;
+    default:
+        fprintf(stderr, "fakecuda: cuDeviceGetP2PAttribute: attribute %u unknown to the fake\n",
+                attrib);
+        return CD_ERROR_INVALID_VALUE;
+    }
+    return CD_SUCCESS;
+}

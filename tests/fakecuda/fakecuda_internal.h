@@ -109,6 +109,7 @@ void *fk_table_at(struct fk_table *t, unsigned index);
 extern struct fk_table fk_ctx_table;    /* fakecuda_ctx.c */
 extern struct fk_table fk_stream_table; /* fakecuda_stream.c */
 extern struct fk_table fk_event_table;  /* fakecuda_stream.c */
+extern struct fk_table fk_pool_table;   /* fakecuda_vmm.c */
 
 /* Contexts (fakecuda_ctx.c). */
 struct fk_stream;
@@ -143,18 +144,30 @@ enum fk_mem_kind {
     FK_MEM_MANAGED,
     FK_MEM_HOST_ALLOC,
     FK_MEM_HOST_REGISTERED,
+    FK_MEM_POOL, /* cuMemAllocAsync: device memory of a pool, no owning context */
+    FK_MEM_VMM,  /* one cuMemMap mapping of a cuMemCreate allocation */
 };
+
+struct fk_pool; /* fakecuda_vmm.c */
+struct fk_vmm;  /* fakecuda_vmm.c: a cuMemCreate allocation */
 
 struct fk_alloc {
     uintptr_t base;
     size_t size;     /* as requested */
     size_t map_size; /* page-rounded */
     enum fk_mem_kind kind;
-    int device;
-    struct fk_ctx *ctx;
+    int device;      /* CD_DEVICE_INVALID for host-located VMM memory */
+    struct fk_ctx *ctx; /* NULL: no owning context (pool, VMM) */
     unsigned long long ctx_id;
     char *cpu;       /* the CPU view: the private alias for device memory */
     atomic_int refs; /* the table's reference plus one per queued operation */
+    int preferred;   /* managed: cuMemAdvise's preferred location, CD_DEVICE_* */
+    struct fk_pool *pool; /* FK_MEM_POOL */
+    struct fk_vmm *vmm;   /* FK_MEM_VMM: the mapped allocation */
+    /* FK_MEM_VMM: cuMemSetAccess flags per device and for the host; under
+     * fk_mem_lock (the copy engine reads them under the read lock). */
+    unsigned char access[FK_MAX_DEVICES];
+    unsigned char host_access;
 };
 
 /* A range translated for the copy engine. */
@@ -163,8 +176,44 @@ struct fk_span {
     struct fk_alloc *ref; /* NULL for pageable host memory */
 };
 
-cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, struct fk_span *out);
+/* Translates [addr, addr + bytes) for a copy issued by a context of
+ * @p device; @p write: the copy writes the range (VMM access checks). */
+cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, int device, int write,
+                          struct fk_span *out);
 void fk_alloc_unref(struct fk_alloc *a);
+
+/* The allocation table, for fakecuda_vmm.c. The rwlock guards the table,
+ * the VA ranges and VMM state. */
+extern pthread_rwlock_t fk_mem_lock;
+struct fk_alloc *fk_alloc_new(enum fk_mem_kind kind, struct fk_ctx *c, int device, size_t bytes);
+struct fk_alloc *fk_mem_find_locked(uintptr_t addr);   /* the live or dead entry holding addr */
+size_t fk_mem_lower_bound_locked(uintptr_t addr);      /* index of the first entry >= addr */
+size_t fk_mem_count_locked(void);
+struct fk_alloc *fk_mem_at_locked(size_t index);
+struct fk_alloc *fk_mem_remove_at_locked(size_t index);
+int fk_mem_insert_locked(struct fk_alloc *a);          /* 0, or -1: overlap or no memory */
+cdResult fk_mem_map_device_locked(struct fk_alloc *a); /* carve and map device memory */
+struct fk_alloc *fk_mem_take(uintptr_t base, unsigned kinds);
+int fk_alloc_live(const struct fk_alloc *a);
+size_t fk_page_round(size_t bytes);
+
+/* Reserved address ranges handed out by a bump pointer, never reused. */
+struct fk_va {
+    const char *what;
+    uintptr_t base;
+    size_t span;
+    size_t next;
+};
+extern struct fk_va fk_vmm_va; /* cuMemAddressReserve */
+int fk_va_holds(const struct fk_va *v, uintptr_t addr);
+/* Carves @p bytes aligned to @p align (a power of two) with a guard page after. */
+cdResult fk_va_carve_locked(struct fk_va *v, size_t bytes, size_t align, uintptr_t *out);
+
+/* VMM (fakecuda_vmm.c). */
+void fk_vmm_unref(struct fk_vmm *v);    /* a mapping's reference; lock-free */
+struct CUmemPoolHandle_st *fk_pool_handle(const struct fk_pool *p);
+long fk_vmm_count_live_locked(void);    /* allocations whose memory still exists */
+cdResult fk_stream_ctx(cdStream stream, const char *api, struct fk_ctx **out); /* stream.c */
 
 /* Streams and events (fakecuda_stream.c). */
 void fk_streams_kill_ctx_locked(struct fk_ctx *c, struct fk_stream ***stopped, int *nstopped);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Memory: device, managed, pinned and registered host memory, the allocation
- * table behind cuPointerGetAttributes, and the address translation the copy
- * engine uses.
+ * Memory: device, managed, pinned and registered host memory, pool memory,
+ * the allocation table behind cuPointerGetAttributes, and the address
+ * translation the copy engine uses. VMM and pools: fakecuda_vmm.c.
  *
  * Device memory is not CPU-accessible at its device address, as on a GPU: a
  * memfd is mapped PROT_NONE at the device address and read/write at a private
@@ -12,7 +12,10 @@
  * Each device owns a reserved (PROT_NONE) address range; allocations are
  * carved from it by a bump pointer with a guard page after each, and an
  * address is never handed out twice, so a stale device pointer never aliases
- * a newer allocation: it stays unknown memory and faults on the CPU.
+ * a newer allocation: it stays unknown memory and faults on the CPU. Managed
+ * and pinned host memory come from one more such range (CPU-accessible while
+ * allocated) and VMM reservations from another, so a freed range of any kind
+ * is recognized: unknown to cuPointerGetAttributes, a violation in a copy.
  */
 #include "fakecuda_internal.h"
 
@@ -26,61 +29,155 @@
 /* Address space reserved per device: 64 GiB, less where the address space
  * is tight (valgrind refuses huge reservations). */
 #define FK_DEV_SPAN_MAX ((size_t)64 << 30)
-#define FK_DEV_SPAN_MIN ((size_t)256 << 20)
+#define FK_HOST_SPAN_MAX ((size_t)16 << 30)
+#define FK_SPAN_MIN ((size_t)256 << 20)
 /* Fresh device memory holds garbage on a GPU; the fake writes a pattern
  * into allocations up to this size so code that expects zeros fails here. */
 #define FK_GARBAGE_LIMIT ((size_t)64 << 20)
 #define FK_GARBAGE_BYTE 0xcd
 
-static pthread_rwlock_t fk_mem_lock = PTHREAD_RWLOCK_INITIALIZER;
+pthread_rwlock_t fk_mem_lock = PTHREAD_RWLOCK_INITIALIZER;
 /* Sorted by base; ranges never overlap. */
 static struct fk_alloc **fk_allocs;
 static size_t fk_nallocs;
 static size_t fk_allocs_cap;
-static uintptr_t fk_dev_base[FK_MAX_DEVICES];
-static size_t fk_dev_span[FK_MAX_DEVICES];
-static size_t fk_dev_next[FK_MAX_DEVICES];
 
-static size_t fk_page_round(size_t bytes)
+static struct fk_va fk_dev_va[FK_MAX_DEVICES];
+static struct fk_va fk_host_va = {.what = "managed or pinned host memory"};
+struct fk_va fk_vmm_va = {.what = "virtual memory (cuMemAddressReserve) space"};
+static const char *const fk_dev_va_names[FK_MAX_DEVICES] = {
+    "device memory of device 0",  "device memory of device 1",  "device memory of device 2",
+    "device memory of device 3",  "device memory of device 4",  "device memory of device 5",
+    "device memory of device 6",  "device memory of device 7",  "device memory of device 8",
+    "device memory of device 9",  "device memory of device 10", "device memory of device 11",
+    "device memory of device 12", "device memory of device 13", "device memory of device 14",
+    "device memory of device 15",
+};
+
+size_t fk_page_round(size_t bytes)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (bytes + page - 1) / page * page;
 }
 
-static int fk_alloc_live(const struct fk_alloc *a)
+/* ---- reserved address ranges ------------------------------------------------------ */
+
+int fk_va_holds(const struct fk_va *v, uintptr_t addr)
 {
-    return fk_ctx_alive(a->ctx, a->ctx_id);
+    return v->base != 0 && addr - v->base < v->span;
 }
 
-/* The entry whose range holds @p addr, or -1. Under fk_mem_lock. */
-static long fk_find_locked(uintptr_t addr)
+static int fk_va_overlaps(const struct fk_va *v, uintptr_t base, size_t size)
+{
+    return v->base != 0 && base < v->base + v->span && v->base < base + size;
+}
+
+cdResult fk_va_carve_locked(struct fk_va *v, size_t bytes, size_t align, uintptr_t *out)
+{
+    size_t guard = fk_page_round(1);
+    size_t max = v == &fk_host_va || v == &fk_vmm_va ? FK_HOST_SPAN_MAX : FK_DEV_SPAN_MAX;
+    for (size_t span = max; v->base == 0 && span >= FK_SPAN_MIN; span /= 4) {
+        void *range =
+            mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (range == MAP_FAILED)
+            continue;
+        v->base = (uintptr_t)range;
+        v->span = span;
+        v->next = guard; /* no allocation at the range's first byte */
+    }
+    if (v->base == 0)
+        return CD_ERROR_OUT_OF_MEMORY;
+    if (align < guard)
+        align = guard;
+    uintptr_t start = (v->base + v->next + align - 1) & ~(uintptr_t)(align - 1);
+    size_t used = start - v->base;
+    if (used > v->span || bytes > v->span - used || guard > v->span - used - bytes)
+        return CD_ERROR_OUT_OF_MEMORY;
+    v->next = used + bytes + guard;
+    *out = start;
+    return CD_SUCCESS;
+}
+
+/* The reserved range holding @p addr, or NULL. */
+static const struct fk_va *fk_va_of_addr(uintptr_t addr)
+{
+    for (int dev = 0; dev < fk_cfg.devices; dev++) {
+        if (fk_va_holds(&fk_dev_va[dev], addr))
+            return &fk_dev_va[dev];
+    }
+    if (fk_va_holds(&fk_host_va, addr))
+        return &fk_host_va;
+    if (fk_va_holds(&fk_vmm_va, addr))
+        return &fk_vmm_va;
+    return NULL;
+}
+
+static int fk_va_touched(uintptr_t base, size_t size)
+{
+    for (int dev = 0; dev < fk_cfg.devices; dev++) {
+        if (fk_va_overlaps(&fk_dev_va[dev], base, size))
+            return 1;
+    }
+    return fk_va_overlaps(&fk_host_va, base, size) || fk_va_overlaps(&fk_vmm_va, base, size);
+}
+
+/* Back to a reserved hole: the address stays unusable for good. */
+static void fk_unmap_to_hole(uintptr_t base, size_t size)
+{
+    mmap((void *)base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+         -1, 0);
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+int fk_alloc_live(const struct fk_alloc *a)
+{
+    return a->ctx == NULL || fk_ctx_alive(a->ctx, a->ctx_id);
+}
+
+size_t fk_mem_lower_bound_locked(uintptr_t addr)
 {
     size_t lo = 0;
     size_t hi = fk_nallocs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (fk_allocs[mid]->base <= addr)
+        if (fk_allocs[mid]->base < addr)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+size_t fk_mem_count_locked(void)
+{
+    return fk_nallocs;
+}
+
+struct fk_alloc *fk_mem_at_locked(size_t index)
+{
+    return fk_allocs[index];
+}
+
+/* The entry whose range holds @p addr, or -1. Under fk_mem_lock. */
+static long fk_find_locked(uintptr_t addr)
+{
+    size_t lo = fk_mem_lower_bound_locked(addr);
+    if (lo < fk_nallocs && fk_allocs[lo]->base == addr)
+        return (long)lo;
     if (lo == 0)
         return -1;
     const struct fk_alloc *a = fk_allocs[lo - 1];
     return addr - a->base < a->size ? (long)(lo - 1) : -1;
 }
 
-/* The device whose reserved range holds @p addr, or -1. */
-static int fk_device_of_addr(uintptr_t addr)
+struct fk_alloc *fk_mem_find_locked(uintptr_t addr)
 {
-    for (int dev = 0; dev < fk_cfg.devices; dev++) {
-        if (fk_dev_base[dev] != 0 && addr - fk_dev_base[dev] < fk_dev_span[dev])
-            return dev;
-    }
-    return -1;
+    long i = fk_find_locked(addr);
+    return i >= 0 ? fk_allocs[i] : NULL;
 }
 
-static struct fk_alloc *fk_remove_locked(size_t index)
+struct fk_alloc *fk_mem_remove_at_locked(size_t index)
 {
     struct fk_alloc *a = fk_allocs[index];
     memmove(&fk_allocs[index], &fk_allocs[index + 1],
@@ -89,21 +186,35 @@ static struct fk_alloc *fk_remove_locked(size_t index)
     return a;
 }
 
+static int fk_overlap(const struct fk_alloc *b, uintptr_t base, size_t size)
+{
+    return b->base < base + size && base < b->base + b->size;
+}
+
+/* Whether a live entry overlaps [base, base + size). */
+static int fk_overlaps_live_locked(uintptr_t base, size_t size)
+{
+    for (size_t i = 0; i < fk_nallocs; i++) {
+        if (fk_overlap(fk_allocs[i], base, size) && fk_alloc_live(fk_allocs[i]))
+            return 1;
+    }
+    return 0;
+}
+
 /* Inserts @p a; dead entries in its way (host ranges registered in a context
  * that died since) are dropped. Returns 0, or -1 when a live entry overlaps
  * or memory is short. Under the write lock. */
-static int fk_insert_locked(struct fk_alloc *a)
+int fk_mem_insert_locked(struct fk_alloc *a)
 {
     for (size_t i = 0; i < fk_nallocs;) {
         struct fk_alloc *b = fk_allocs[i];
-        int overlap = b->base < a->base + a->size && a->base < b->base + b->size;
-        if (!overlap) {
+        if (!fk_overlap(b, a->base, a->size)) {
             i++;
             continue;
         }
         if (fk_alloc_live(b))
             return -1;
-        fk_alloc_unref(fk_remove_locked(i));
+        fk_alloc_unref(fk_mem_remove_at_locked(i));
     }
     if (fk_nallocs == fk_allocs_cap) {
         size_t cap = fk_allocs_cap ? 2 * fk_allocs_cap : 64;
@@ -113,26 +224,25 @@ static int fk_insert_locked(struct fk_alloc *a)
         fk_allocs = grown;
         fk_allocs_cap = cap;
     }
-    size_t pos = 0;
-    while (pos < fk_nallocs && fk_allocs[pos]->base < a->base)
-        pos++;
+    size_t pos = fk_mem_lower_bound_locked(a->base);
     memmove(&fk_allocs[pos + 1], &fk_allocs[pos], (fk_nallocs - pos) * sizeof fk_allocs[0]);
     fk_allocs[pos] = a;
     fk_nallocs++;
     return 0;
 }
 
-static struct fk_alloc *fk_alloc_new(enum fk_mem_kind kind, struct fk_ctx *c, size_t bytes)
+struct fk_alloc *fk_alloc_new(enum fk_mem_kind kind, struct fk_ctx *c, int device, size_t bytes)
 {
     struct fk_alloc *a = calloc(1, sizeof *a);
     if (a == NULL)
         return NULL;
     a->kind = kind;
     a->ctx = c;
-    a->ctx_id = atomic_load(&c->live_id);
-    a->device = c->device;
+    a->ctx_id = c ? atomic_load(&c->live_id) : 0;
+    a->device = device;
     a->size = bytes;
     a->map_size = fk_page_round(bytes);
+    a->preferred = CD_DEVICE_INVALID;
     atomic_store(&a->refs, 1);
     return a;
 }
@@ -143,16 +253,19 @@ void fk_alloc_unref(struct fk_alloc *a)
         return;
     switch (a->kind) {
     case FK_MEM_DEVICE:
-        /* Back to a reserved hole: the address stays unusable for good. */
-        mmap((void *)a->base, a->map_size, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    case FK_MEM_POOL:
+        fk_unmap_to_hole(a->base, a->map_size);
         munmap(a->cpu, a->map_size);
         break;
     case FK_MEM_MANAGED:
     case FK_MEM_HOST_ALLOC:
-        munmap(a->cpu, a->map_size);
+        fk_unmap_to_hole(a->base, a->map_size);
         break;
     case FK_MEM_HOST_REGISTERED:
+        break;
+    case FK_MEM_VMM:
+        /* cuMemUnmap already closed the address; the allocation may live on. */
+        fk_vmm_unref(a->vmm);
         break;
     }
     free(a);
@@ -162,30 +275,20 @@ void fk_alloc_unref(struct fk_alloc *a)
 
 /* Maps device memory for @p a at the next free address of its device's
  * range. Under the write lock. */
-static cdResult fk_map_device_locked(struct fk_alloc *a)
+cdResult fk_mem_map_device_locked(struct fk_alloc *a)
 {
     int dev = a->device;
-    size_t guard = fk_page_round(1);
-    for (size_t span = FK_DEV_SPAN_MAX; fk_dev_base[dev] == 0 && span >= FK_DEV_SPAN_MIN;
-         span /= 4) {
-        void *range =
-            mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (range == MAP_FAILED)
-            continue;
-        fk_dev_base[dev] = (uintptr_t)range;
-        fk_dev_span[dev] = span;
-        fk_dev_next[dev] = guard; /* no allocation at the range's first byte */
-    }
-    if (fk_dev_base[dev] == 0)
-        return CD_ERROR_OUT_OF_MEMORY;
-    if (a->map_size > fk_dev_span[dev] - guard - fk_dev_next[dev])
-        return CD_ERROR_OUT_OF_MEMORY;
+    struct fk_va *v = &fk_dev_va[dev];
+    v->what = fk_dev_va_names[dev];
+    uintptr_t base = 0;
+    cdResult rc = fk_va_carve_locked(v, a->map_size, 0, &base);
+    if (rc != CD_SUCCESS)
+        return rc;
     char name[32];
     snprintf(name, sizeof name, "fakecuda-dev%d", dev);
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0)
         return CD_ERROR_OUT_OF_MEMORY;
-    uintptr_t base = fk_dev_base[dev] + fk_dev_next[dev];
     void *at_device = MAP_FAILED;
     void *alias = MAP_FAILED;
     if (ftruncate(fd, (off_t)a->map_size) == 0) {
@@ -195,26 +298,30 @@ static cdResult fk_map_device_locked(struct fk_alloc *a)
     close(fd);
     if (at_device == MAP_FAILED || alias == MAP_FAILED) {
         if (at_device != MAP_FAILED)
-            mmap(at_device, a->map_size, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+            fk_unmap_to_hole(base, a->map_size);
         if (alias != MAP_FAILED)
             munmap(alias, a->map_size);
         return CD_ERROR_OUT_OF_MEMORY;
     }
-    fk_dev_next[dev] += a->map_size + guard;
     a->base = base;
     a->cpu = alias;
     memset(a->cpu, FK_GARBAGE_BYTE, a->size < FK_GARBAGE_LIMIT ? a->size : FK_GARBAGE_LIMIT);
     return CD_SUCCESS;
 }
 
-/* Maps CPU memory (managed, pinned) for @p a anywhere. */
-static cdResult fk_map_host(struct fk_alloc *a)
+/* Maps CPU memory (managed, pinned) for @p a in the host range. Under the
+ * write lock. */
+static cdResult fk_map_host_locked(struct fk_alloc *a)
 {
-    void *p = mmap(NULL, a->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uintptr_t base = 0;
+    cdResult rc = fk_va_carve_locked(&fk_host_va, a->map_size, 0, &base);
+    if (rc != CD_SUCCESS)
+        return rc;
+    void *p = mmap((void *)base, a->map_size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED)
         return CD_ERROR_OUT_OF_MEMORY;
-    a->base = (uintptr_t)p;
+    a->base = base;
     a->cpu = p;
     return CD_SUCCESS;
 }
@@ -230,12 +337,12 @@ static cdResult fk_allocate(enum fk_mem_kind kind, size_t bytes, const char *api
         return rc;
     if (bytes > FK_DEV_SPAN_MAX / 2)
         return CD_ERROR_OUT_OF_MEMORY;
-    struct fk_alloc *a = fk_alloc_new(kind, c, bytes);
+    struct fk_alloc *a = fk_alloc_new(kind, c, c->device, bytes);
     if (a == NULL)
         return CD_ERROR_OUT_OF_MEMORY;
     pthread_rwlock_wrlock(&fk_mem_lock);
-    rc = kind == FK_MEM_DEVICE ? fk_map_device_locked(a) : fk_map_host(a);
-    if (rc == CD_SUCCESS && fk_insert_locked(a) != 0) {
+    rc = kind == FK_MEM_DEVICE ? fk_mem_map_device_locked(a) : fk_map_host_locked(a);
+    if (rc == CD_SUCCESS && fk_mem_insert_locked(a) != 0) {
         fk_alloc_unref(a); /* cannot overlap: fresh mappings; only realloc failed */
         a = NULL;
         rc = CD_ERROR_OUT_OF_MEMORY;
@@ -250,13 +357,13 @@ static cdResult fk_allocate(enum fk_mem_kind kind, size_t bytes, const char *api
 
 /* Removes the entry starting exactly at @p base whose kind is one of
  * @p kinds (a bit mask); returns it, or NULL. */
-static struct fk_alloc *fk_take(uintptr_t base, unsigned kinds)
+struct fk_alloc *fk_mem_take(uintptr_t base, unsigned kinds)
 {
     struct fk_alloc *a = NULL;
     pthread_rwlock_wrlock(&fk_mem_lock);
     long i = fk_find_locked(base);
     if (i >= 0 && fk_allocs[i]->base == base && (kinds & (1u << fk_allocs[i]->kind)))
-        a = fk_remove_locked((size_t)i);
+        a = fk_mem_remove_at_locked((size_t)i);
     pthread_rwlock_unlock(&fk_mem_lock);
     return a;
 }
@@ -289,7 +396,9 @@ cdResult cuMemFree_v2(cdDevicePtr ptr)
     FK_ENTER(cuMemFree);
     if (ptr == 0)
         return CD_SUCCESS;
-    struct fk_alloc *a = fk_take(ptr, 1u << FK_MEM_DEVICE | 1u << FK_MEM_MANAGED);
+    /* Pool memory may be freed by cuMemFree too (it synchronizes). */
+    struct fk_alloc *a =
+        fk_mem_take(ptr, 1u << FK_MEM_DEVICE | 1u << FK_MEM_MANAGED | 1u << FK_MEM_POOL);
     return a ? fk_release(a) : CD_ERROR_INVALID_VALUE;
 }
 
@@ -321,7 +430,7 @@ cdResult cuMemHostAlloc(void **ptr, size_t bytes, unsigned int flags)
 cdResult cuMemFreeHost(void *ptr)
 {
     FK_ENTER(cuMemFreeHost);
-    struct fk_alloc *a = fk_take((uintptr_t)ptr, 1u << FK_MEM_HOST_ALLOC);
+    struct fk_alloc *a = fk_mem_take((uintptr_t)ptr, 1u << FK_MEM_HOST_ALLOC);
     return a ? fk_release(a) : CD_ERROR_INVALID_VALUE;
 }
 
@@ -335,14 +444,21 @@ cdResult cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)
     cdResult rc = fk_ctx_require_current(&c, "cuMemHostRegister", 1);
     if (rc != CD_SUCCESS)
         return rc;
-    struct fk_alloc *a = fk_alloc_new(FK_MEM_HOST_REGISTERED, c, bytes);
+    struct fk_alloc *a = fk_alloc_new(FK_MEM_HOST_REGISTERED, c, c->device, bytes);
     if (a == NULL)
         return CD_ERROR_OUT_OF_MEMORY;
     a->base = (uintptr_t)ptr;
     a->cpu = ptr;
     pthread_rwlock_wrlock(&fk_mem_lock);
-    if (fk_insert_locked(a) != 0)
+    /* Overlapping memory the driver knows (registered, pinned, managed,
+     * device) is "already mapped"; a freed or unallocated range of the fake's
+     * reserved address space cannot be pinned at all. */
+    if (fk_overlaps_live_locked(a->base, a->size))
         rc = CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    else if (fk_va_touched(a->base, a->size))
+        rc = CD_ERROR_INVALID_VALUE;
+    else if (fk_mem_insert_locked(a) != 0)
+        rc = CD_ERROR_OUT_OF_MEMORY;
     pthread_rwlock_unlock(&fk_mem_lock);
     if (rc != CD_SUCCESS)
         free(a);
@@ -352,15 +468,92 @@ cdResult cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)
 cdResult cuMemHostUnregister(void *ptr)
 {
     FK_ENTER(cuMemHostUnregister);
-    struct fk_alloc *a = fk_take((uintptr_t)ptr, 1u << FK_MEM_HOST_REGISTERED);
+    struct fk_alloc *a = fk_mem_take((uintptr_t)ptr, 1u << FK_MEM_HOST_REGISTERED);
     if (a == NULL)
         return CD_ERROR_HOST_MEMORY_NOT_REGISTERED;
     fk_alloc_unref(a);
     return CD_SUCCESS;
 }
 
+/* ---- managed memory advice ------------------------------------------------------ */
+
+/* The live managed allocation holding all of [ptr, ptr + count), or NULL. */
+static struct fk_alloc *fk_managed_range_locked(cdDevicePtr ptr, size_t count)
+{
+    struct fk_alloc *a = fk_mem_find_locked(ptr);
+    if (a == NULL || a->kind != FK_MEM_MANAGED || !fk_alloc_live(a) || count == 0 ||
+        count > a->size - (ptr - a->base))
+        return NULL;
+    return a;
+}
+
+/* The preferred location is recorded per allocation: advice on part of one
+ * applies to all of it (the real driver tracks pages). */
+cdResult cuMemAdvise_v2(cdDevicePtr ptr, size_t count, unsigned int advice,
+                        struct cd_mem_location location)
+{
+    FK_ENTER(cuMemAdvise);
+    if (advice != CD_MEM_ADVISE_SET_PREFERRED_LOCATION) {
+        fprintf(stderr, "fakecuda: cuMemAdvise: advice %u unknown to the fake\n", advice);
+        return CD_ERROR_INVALID_VALUE;
+    }
+    int where;
+    if (location.type == CD_MEM_LOCATION_TYPE_DEVICE) {
+        if (location.id < 0 || location.id >= fk_cfg.devices)
+            return CD_ERROR_INVALID_DEVICE;
+        where = location.id;
+    } else if (location.type == CD_MEM_LOCATION_TYPE_HOST) {
+        where = CD_DEVICE_CPU;
+    } else {
+        fprintf(stderr, "fakecuda: cuMemAdvise: location type %u unknown to the fake\n",
+                location.type);
+        return CD_ERROR_INVALID_VALUE;
+    }
+    cdResult rc = CD_SUCCESS;
+    pthread_rwlock_wrlock(&fk_mem_lock);
+    struct fk_alloc *a = fk_managed_range_locked(ptr, count);
+    if (a != NULL)
+        a->preferred = where;
+    else
+        rc = CD_ERROR_INVALID_VALUE;
+    pthread_rwlock_unlock(&fk_mem_lock);
+    return rc;
+}
+
+cdResult cuMemRangeGetAttribute(void *data, size_t data_size, unsigned int attribute,
+                                cdDevicePtr ptr, size_t count)
+{
+    FK_ENTER(cuMemRangeGetAttribute);
+    if (attribute != CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) {
+        fprintf(stderr, "fakecuda: cuMemRangeGetAttribute: attribute %u unknown to the fake\n",
+                attribute);
+        return CD_ERROR_INVALID_VALUE;
+    }
+    if (data == NULL || data_size != sizeof(int))
+        return CD_ERROR_INVALID_VALUE;
+    cdResult rc = CD_SUCCESS;
+    pthread_rwlock_rdlock(&fk_mem_lock);
+    const struct fk_alloc *a = fk_managed_range_locked(ptr, count);
+    if (a != NULL)
+        *(int *)data = a->preferred;
+    else
+        rc = CD_ERROR_INVALID_VALUE;
+    pthread_rwlock_unlock(&fk_mem_lock);
+    return rc;
+}
+
 /* ---- pointer attributes --------------------------------------------------------- */
 
+/* What the attributes say of each kind (checked against the real driver where
+ * the project depends on it):
+ *   device       DEVICE, its context, its device
+ *   managed      DEVICE, IS_MANAGED 1, its context, the allocating device
+ *   host alloc, registered   HOST, the context current at allocation
+ *   pool         DEVICE, no context, the pool's device, MEMPOOL_HANDLE
+ *   VMM          DEVICE, no context, the location's device (host-located:
+ *                CD_DEVICE_INVALID, -2), the mapping as the range
+ *   unknown      0, no context, -2: plain malloc memory, freed memory of any
+ *                kind, a dead context's memory */
 cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, void **data,
                                 cdDevicePtr ptr)
 {
@@ -378,17 +571,19 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
     int ordinal = -2;
     cdDevicePtr start = 0;
     size_t size = 0;
+    struct CUmemPoolHandle_st *pool = NULL;
     pthread_rwlock_rdlock(&fk_mem_lock);
-    long idx = fk_find_locked(ptr);
-    if (idx >= 0 && fk_alloc_live(fk_allocs[idx])) {
-        const struct fk_alloc *a = fk_allocs[idx];
-        ctx = a->ctx->handle;
-        type = a->kind == FK_MEM_DEVICE || a->kind == FK_MEM_MANAGED ? CD_MEMORYTYPE_DEVICE
-                                                                     : CD_MEMORYTYPE_HOST;
+    const struct fk_alloc *a = fk_mem_find_locked(ptr);
+    if (a != NULL && fk_alloc_live(a)) {
+        ctx = a->ctx ? a->ctx->handle : NULL;
+        type = a->kind == FK_MEM_HOST_ALLOC || a->kind == FK_MEM_HOST_REGISTERED
+                   ? CD_MEMORYTYPE_HOST
+                   : CD_MEMORYTYPE_DEVICE;
         managed = a->kind == FK_MEM_MANAGED;
         ordinal = a->device;
         start = a->base;
         size = a->size;
+        pool = a->pool ? fk_pool_handle(a->pool) : NULL;
     }
     pthread_rwlock_unlock(&fk_mem_lock);
     for (unsigned int i = 0; i < count; i++) {
@@ -411,6 +606,9 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
         case CD_POINTER_ATTRIBUTE_RANGE_SIZE:
             *(size_t *)data[i] = size;
             break;
+        case CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+            *(struct CUmemPoolHandle_st **)data[i] = pool;
+            break;
         default:
             fprintf(stderr, "fakecuda: cuPointerGetAttributes: attribute %u unknown to the fake\n",
                     attributes[i]);
@@ -422,7 +620,26 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
 
 /* ---- the copy engine's view ---------------------------------------------------------- */
 
-cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, struct fk_span *out)
+/* A copy issued by a context of @p device may touch VMM memory only with the
+ * access cuMemSetAccess gave that device; the real GPU faults otherwise. */
+static cdResult fk_check_vmm_access_locked(const struct fk_alloc *a, cdDevicePtr addr,
+                                           int device, int write, const char *api)
+{
+    unsigned flags = device >= 0 && device < FK_MAX_DEVICES ? a->access[device] : 0;
+    int ok = write ? flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE
+                   : (flags & CD_MEM_ACCESS_FLAGS_PROT_READ) != 0;
+    if (ok)
+        return CD_SUCCESS;
+    return fk_violation(CD_ERROR_INVALID_VALUE,
+                        "%s: a context of device %d %s VMM memory at %#llx (mapping [%#llx, +%zu)) "
+                        "without %s access (cuMemSetAccess gave it %u)",
+                        api, device, write ? "writes" : "reads", addr,
+                        (unsigned long long)a->base, a->size, write ? "read-write" : "read",
+                        flags);
+}
+
+cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, int device, int write,
+                          struct fk_span *out)
 {
     if (addr == 0 || addr + bytes < addr)
         return CD_ERROR_INVALID_VALUE;
@@ -430,8 +647,8 @@ cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, struc
     out->cpu = NULL;
     out->ref = NULL;
     pthread_rwlock_rdlock(&fk_mem_lock);
-    long idx = fk_find_locked(addr);
-    struct fk_alloc *a = idx >= 0 ? fk_allocs[idx] : NULL;
+    struct fk_alloc *a = fk_mem_find_locked(addr);
+    const struct fk_va *v = NULL;
     if (a != NULL && fk_alloc_live(a)) {
         size_t room = a->size - (size_t)(addr - a->base);
         if (bytes > room) {
@@ -440,6 +657,9 @@ cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, struc
                               "+%zu) by %zu bytes",
                               api, addr, bytes, (unsigned long long)a->base, a->size,
                               bytes - room);
+        } else if (a->kind == FK_MEM_VMM &&
+                   (rc = fk_check_vmm_access_locked(a, addr, device, write, api)) != CD_SUCCESS) {
+            /* reported */
         } else {
             atomic_fetch_add(&a->refs, 1);
             out->cpu = a->cpu + (addr - a->base);
@@ -449,14 +669,39 @@ cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, struc
         rc = fk_violation(CD_ERROR_INVALID_VALUE,
                           "%s: %#llx belongs to memory whose context (last id %llu) died", api,
                           addr, a->ctx_id);
-    } else if (fk_device_of_addr(addr) >= 0) {
+    } else if ((v = fk_va_of_addr(addr)) != NULL) {
         rc = fk_violation(CD_ERROR_INVALID_VALUE,
-                          "%s: %#llx is device memory of device %d that is not allocated (freed?)",
-                          api, addr, fk_device_of_addr(addr));
+                          "%s: %#llx is in the %s but not allocated or mapped (freed?)", api, addr,
+                          v->what);
     } else {
         /* Pageable host memory: nothing cheap can check it. */
         out->cpu = (char *)(uintptr_t)addr;
     }
     pthread_rwlock_unlock(&fk_mem_lock);
     return rc;
+}
+
+/* ---- accounting ------------------------------------------------------------------------ */
+
+FK_EXPORT long fakecuda_live_allocations(void)
+{
+    long n = 0;
+    pthread_rwlock_rdlock(&fk_mem_lock);
+    for (size_t i = 0; i < fk_nallocs; i++) {
+        const struct fk_alloc *a = fk_allocs[i];
+        n += a->kind != FK_MEM_HOST_REGISTERED && a->kind != FK_MEM_VMM && fk_alloc_live(a);
+    }
+    n += fk_vmm_count_live_locked();
+    pthread_rwlock_unlock(&fk_mem_lock);
+    return n;
+}
+
+FK_EXPORT long fakecuda_registered_ranges(void)
+{
+    long n = 0;
+    pthread_rwlock_rdlock(&fk_mem_lock);
+    for (size_t i = 0; i < fk_nallocs; i++)
+        n += fk_allocs[i]->kind == FK_MEM_HOST_REGISTERED && fk_alloc_live(fk_allocs[i]);
+    pthread_rwlock_unlock(&fk_mem_lock);
+    return n;
 }

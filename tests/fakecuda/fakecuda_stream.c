@@ -429,6 +429,17 @@ static cdResult fk_stream_for_work_locked(cdStream h, const char *api, struct fk
     return CD_SUCCESS;
 }
 
+cdResult fk_stream_ctx(cdStream stream, const char *api, struct fk_ctx **out)
+{
+    pthread_mutex_lock(&fk_lock);
+    struct fk_stream *s = NULL;
+    cdResult rc = fk_stream_for_work_locked(stream, api, &s);
+    if (rc == CD_SUCCESS)
+        *out = s->ctx;
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
+}
+
 /* The streams a query or synchronization covers. A created stream works
  * with any (or no) current context; the default stream needs its context;
  * @p whole_ctx (cuCtxSynchronize) covers every stream of the current one. */
@@ -668,14 +679,15 @@ cdResult cuEventSynchronize(cdEvent event)
 /* Builds a copy or memset op (@p src unused for a memset), translating its
  * ranges. Errors leave nothing behind. */
 static cdResult fk_copy_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr src, size_t bytes,
-                           int value, const char *api, struct fk_op **out)
+                           int value, const char *api, const struct fk_stream *on,
+                           struct fk_op **out)
 {
     struct fk_op *op = fk_op_new(kind);
     if (op == NULL)
         return CD_ERROR_OUT_OF_MEMORY;
     struct fk_span d;
     struct fk_span s;
-    cdResult rc = fk_mem_translate(dst, bytes, api, &d);
+    cdResult rc = fk_mem_translate(dst, bytes, api, on->ctx->device, 1, &d);
     if (rc == CD_SUCCESS) {
         op->dst = d.cpu;
         op->refs[0] = d.ref;
@@ -683,7 +695,7 @@ static cdResult fk_copy_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr sr
         op->value = value;
     }
     if (rc == CD_SUCCESS && kind == FK_OP_COPY) {
-        rc = fk_mem_translate(src, bytes, api, &s);
+        rc = fk_mem_translate(src, bytes, api, on->ctx->device, 0, &s);
         op->src = s.cpu;
         op->refs[1] = s.ref;
     }
@@ -705,7 +717,7 @@ cdResult cuMemcpyAsync(cdDevicePtr dst, cdDevicePtr src, size_t bytes, cdStream 
     if (rc == CD_SUCCESS && bytes > 0 && src == 0)
         rc = CD_ERROR_INVALID_VALUE;
     if (rc == CD_SUCCESS && bytes > 0)
-        rc = fk_copy_op(FK_OP_COPY, dst, src, bytes, 0, "cuMemcpyAsync", &op);
+        rc = fk_copy_op(FK_OP_COPY, dst, src, bytes, 0, "cuMemcpyAsync", s, &op);
     if (op != NULL)
         fk_enqueue_locked(s, op);
     pthread_mutex_unlock(&fk_lock);
@@ -738,7 +750,7 @@ cdResult cuMemcpyBatchAsync_v2(cdDevicePtr *dsts, cdDevicePtr *srcs, size_t *siz
             continue;
         rc = srcs[i] == 0 ? CD_ERROR_INVALID_VALUE
                           : fk_copy_op(FK_OP_COPY, dsts[i], srcs[i], sizes[i], 0,
-                                       "cuMemcpyBatchAsync", &ops[i]);
+                                       "cuMemcpyBatchAsync", s, &ops[i]);
     }
     /* All or nothing: a bad entry queues none of the batch. */
     for (size_t i = 0; i < count; i++) {
@@ -786,7 +798,7 @@ static cdResult fk_sync_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr sr
     if (rc == CD_SUCCESS)
         rc = fk_default_stream_locked(c, &s);
     if (rc == CD_SUCCESS && bytes > 0)
-        rc = fk_copy_op(kind, dst, src, bytes, value, api, &op);
+        rc = fk_copy_op(kind, dst, src, bytes, value, api, s, &op);
     if (op != NULL) {
         fk_enqueue_locked(s, op);
         w.s = s;
