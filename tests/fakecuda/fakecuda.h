@@ -28,6 +28,25 @@
  *   FAKECUDA_STRICT_EXIT=1      exit status 97 at process exit when any
  *                               violation was counted
  *   FAKECUDA_QUIET=1            no "VIOLATION" lines on stderr (counting goes on)
+ *
+ * Memory, as cuPointerGetAttributes reports it (TYPE, CONTEXT, DEVICE_ORDINAL,
+ * MEMPOOL_HANDLE; RANGE_* is the allocation, for VMM the one cuMemMap mapping):
+ *   cuMemAlloc          DEVICE, its context, its device, NULL
+ *   cuMemAllocManaged   DEVICE + IS_MANAGED, its context, its device, NULL
+ *   cuMemHostAlloc, cuMemHostRegister   HOST, its context, its device, NULL
+ *   cuMemAllocAsync     DEVICE, NULL, the stream's device, that device's
+ *                       default pool (usable at once)
+ *   cuMemCreate + cuMemMap   DEVICE, NULL, the location's device or -2
+ *                       (CD_DEVICE_INVALID) when host-located, NULL
+ *   anything else       0, NULL, -2: malloc memory, and freed memory of every
+ *                       kind (the fake never reuses an address)
+ * Device, pool and VMM memory is not CPU-accessible at its address (a read
+ * segfaults); host-located VMM memory becomes so when cuMemSetAccess gives the
+ * host access. A copy touching freed memory, a range past the end of its
+ * allocation, or VMM memory its issuing context's device has no access to
+ * (cuMemSetAccess: READ to read, READWRITE to write) fails with
+ * CUDA_ERROR_INVALID_VALUE and counts a violation. Managed preferred
+ * locations (cuMemAdvise) are kept per allocation, not per page.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H

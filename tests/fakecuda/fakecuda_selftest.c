@@ -38,6 +38,8 @@ static struct {
     fakecuda_poison_context_fn poison;
     fakecuda_reset_counters_fn reset_counters;
     fakecuda_set_delay_us_fn set_delay_us;
+    fakecuda_counter_fn live_allocations;
+    fakecuda_counter_fn registered_ranges;
 } fk;
 
 static int failures;
@@ -119,8 +121,11 @@ static void *load(const char *path)
     FK_SYM(poison, "fakecuda_poison_context");
     FK_SYM(reset_counters, "fakecuda_reset_counters");
     FK_SYM(set_delay_us, "fakecuda_set_delay_us");
+    FK_SYM(live_allocations, "fakecuda_live_allocations");
+    FK_SYM(registered_ranges, "fakecuda_registered_ranges");
 #undef FK_SYM
-    if (fk.is_fake == NULL || fk.set_delay_us == NULL || !fk.is_fake()) {
+    if (fk.is_fake == NULL || fk.set_delay_us == NULL || fk.live_allocations == NULL ||
+        fk.registered_ranges == NULL || !fk.is_fake()) {
         fprintf(stderr, "not the fake driver\n");
         exit(1);
     }
@@ -168,6 +173,29 @@ static void test_init_and_devices(void)
     CHECK(peer == 0);
     cdDevice dev = -1;
     CHECK_RC(drv.cuDeviceGet(&dev, 2), CD_ERROR_INVALID_DEVICE);
+
+    /* UUIDs: 16 bytes, distinct per device, stable. */
+    unsigned char u0[16];
+    unsigned char u1[16];
+    unsigned char again[16];
+    OK(drv.cuDeviceGetUuid((struct CUuuid_st *)u0, 0));
+    OK(drv.cuDeviceGetUuid((struct CUuuid_st *)u1, 1));
+    OK(drv.cuDeviceGetUuid((struct CUuuid_st *)again, 0));
+    CHECK(memcmp(u0, u1, 16) != 0 && memcmp(u0, again, 16) == 0);
+    CHECK_RC(drv.cuDeviceGetUuid((struct CUuuid_st *)u0, 2), CD_ERROR_INVALID_DEVICE);
+
+    /* P2P attributes between distinct devices only. */
+    int value = -1;
+    OK(drv.cuDeviceGetP2PAttribute(&value, CD_P2P_ATTRIBUTE_PERFORMANCE_RANK, 0, 1));
+    CHECK(value == 0);
+    OK(drv.cuDeviceGetP2PAttribute(&value, CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 0));
+    CHECK(value == 1);
+    OK(drv.cuDeviceGetP2PAttribute(&value, CD_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, 0, 1));
+    CHECK(value == 1);
+    CHECK_RC(drv.cuDeviceGetP2PAttribute(&value, CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1),
+             CD_ERROR_INVALID_DEVICE);
+    CHECK_RC(drv.cuDeviceGetP2PAttribute(&value, CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 2),
+             CD_ERROR_INVALID_DEVICE);
 }
 
 /* The context's id; 0 when the driver hides cuCtxGetId, where the checks
@@ -338,6 +366,341 @@ static void test_memory(cdContext ctx0, cdContext ctx1)
     CHECK(c == NULL && type == 0 && ordinal == -2);
     CHECK_RC(drv.cuMemFree(d1), CD_ERROR_INVALID_VALUE);
     CHECK(cpu_read_faults(d1));
+}
+
+static struct CUmemPoolHandle_st *pool_of(cdDevicePtr p)
+{
+    unsigned which = CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE;
+    struct CUmemPoolHandle_st *pool = (struct CUmemPoolHandle_st *)1;
+    void *data = &pool;
+    OK(drv.cuPointerGetAttributes(1, &which, &data, p));
+    return pool;
+}
+
+static unsigned type_of(cdDevicePtr p)
+{
+    unsigned which = CD_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    unsigned type = 99;
+    void *data = &type;
+    OK(drv.cuPointerGetAttributes(1, &which, &data, p));
+    return type;
+}
+
+/* Managed preferred locations, registration overlaps, freed ranges of the
+ * host kinds, and the allocation counters. */
+static void test_memory_more(cdContext ctx0, cdContext ctx1)
+{
+    long live = fk.live_allocations();
+    long regs = fk.registered_ranges();
+    char src[64] = "fakecuda";
+    OK(drv.cuCtxPushCurrent(ctx1));
+    cdDevicePtr m = 0;
+    OK(drv.cuMemAllocManaged(&m, 8192, CD_MEM_ATTACH_GLOBAL));
+    cdDevicePtr d = 0;
+    OK(drv.cuMemAlloc(&d, 4096));
+    void *pinned = NULL;
+    OK(drv.cuMemHostAlloc(&pinned, 8192, 0));
+    CHECK(fk.live_allocations() == live + 3);
+    OK(drv.cuCtxPopCurrent(NULL));
+
+    /* Preferred location: none, then a device, then the CPU; no context needed. */
+    int where = 99;
+    OK(drv.cuMemRangeGetAttribute(&where, sizeof where, CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                  m, 8192));
+    CHECK(where == CD_DEVICE_INVALID);
+    struct cd_mem_location loc = {CD_MEM_LOCATION_TYPE_DEVICE, 0};
+    OK(drv.cuMemAdvise(m, 8192, CD_MEM_ADVISE_SET_PREFERRED_LOCATION, loc));
+    OK(drv.cuMemRangeGetAttribute(&where, sizeof where, CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                  m + 100, 16));
+    CHECK(where == 0);
+    loc.type = CD_MEM_LOCATION_TYPE_HOST;
+    OK(drv.cuMemAdvise(m, 4096, CD_MEM_ADVISE_SET_PREFERRED_LOCATION, loc));
+    OK(drv.cuMemRangeGetAttribute(&where, sizeof where, CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                  m, 8192));
+    CHECK(where == CD_DEVICE_CPU);
+    loc = (struct cd_mem_location){CD_MEM_LOCATION_TYPE_DEVICE, 2};
+    CHECK_RC(drv.cuMemAdvise(m, 8192, CD_MEM_ADVISE_SET_PREFERRED_LOCATION, loc),
+             CD_ERROR_INVALID_DEVICE);
+    loc.id = 1;
+    CHECK_RC(drv.cuMemAdvise(d, 4096, CD_MEM_ADVISE_SET_PREFERRED_LOCATION, loc),
+             CD_ERROR_INVALID_VALUE); /* not managed */
+    CHECK_RC(drv.cuMemAdvise(m, 8193, CD_MEM_ADVISE_SET_PREFERRED_LOCATION, loc),
+             CD_ERROR_INVALID_VALUE); /* past the end */
+    CHECK_RC(drv.cuMemRangeGetAttribute(&where, sizeof where,
+                                        CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, d, 16),
+             CD_ERROR_INVALID_VALUE);
+    CHECK_RC(drv.cuMemRangeGetAttribute(&where, 8, CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m,
+                                        16),
+             CD_ERROR_INVALID_VALUE);
+
+    /* Registration: overlaps with registered, pinned or managed memory are
+     * "already registered"; freed fake memory cannot be pinned. */
+    static char buf[3 * 4096];
+    CHECK_RC(drv.cuMemHostRegister(buf, 4096, 0), CD_ERROR_INVALID_CONTEXT);
+    OK(drv.cuCtxPushCurrent(ctx0));
+    OK(drv.cuMemHostRegister(buf + 4096, 4096, 0));
+    CHECK(fk.registered_ranges() == regs + 1);
+    CHECK_RC(drv.cuMemHostRegister(buf, 4097, 0), CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK_RC(drv.cuMemHostRegister(buf + 8191, 2, 0), CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    OK(drv.cuMemHostRegister(buf, 4096, 0)); /* adjacent is fine */
+    CHECK_RC(drv.cuMemHostRegister((char *)pinned + 100, 16, 0),
+             CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK_RC(drv.cuMemHostRegister((void *)(uintptr_t)m, 16, 0),
+             CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(fk.registered_ranges() == regs + 2);
+    CHECK(fk.live_allocations() == live + 3); /* registrations are no allocations */
+    /* Copies work on registered ranges. */
+    OK(drv.cuMemcpyHtoD(d, src, sizeof src));
+    OK(drv.cuCtxSetCurrent(ctx1));
+    OK(drv.cuMemcpyDtoH(buf + 4096, d, sizeof src));
+    CHECK(strcmp(buf + 4096, "fakecuda") == 0);
+    OK(drv.cuCtxPopCurrent(NULL));
+    OK(drv.cuMemHostUnregister(buf));
+    OK(drv.cuMemHostUnregister(buf + 4096));
+    CHECK(fk.registered_ranges() == regs);
+
+    /* Freed managed and pinned memory: unknown, not pinnable, a violation in
+     * a copy, never device memory. */
+    OK(drv.cuMemFree(m));
+    OK(drv.cuMemFreeHost(pinned));
+    CHECK(fk.live_allocations() == live + 1);
+    CHECK(type_of(m) == 0 && type_of((cdDevicePtr)(uintptr_t)pinned) == 0);
+    CHECK(cpu_read_faults(m));
+    OK(drv.cuCtxPushCurrent(ctx1));
+    CHECK_RC(drv.cuMemHostRegister((void *)(uintptr_t)m, 16, 0), CD_ERROR_INVALID_VALUE);
+    CHECK_RC(drv.cuMemRangeGetAttribute(&where, sizeof where,
+                                        CD_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, 16),
+             CD_ERROR_INVALID_VALUE);
+    VIOLATES(drv.cuMemcpyDtoD(d, m, 16), CD_ERROR_INVALID_VALUE);
+    VIOLATES(drv.cuMemcpyHtoD(d, pinned, 16), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuMemFree(d));
+    VIOLATES(drv.cuMemcpyHtoD(d, src, 16), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuCtxPopCurrent(NULL));
+    CHECK(fk.live_allocations() == live);
+}
+
+/* cuMemCreate + cuMemMap memory: attributes, access, handles, lifetime. */
+static void test_vmm(cdContext ctx0, cdContext ctx1)
+{
+    enum { MB = 1 << 20 };
+    long live = fk.live_allocations();
+    struct cd_mem_alloc_prop prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CD_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CD_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t gran = 0;
+    OK(drv.cuMemGetAllocationGranularity(&gran, &prop, CD_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(gran == 2 * MB);
+    cdMemHandle h = 0;
+    CHECK_RC(drv.cuMemCreate(&h, 4 * MB, &prop, 0), CD_ERROR_INVALID_CONTEXT);
+    OK(drv.cuCtxPushCurrent(ctx1)); /* any context will do */
+    CHECK_RC(drv.cuMemCreate(&h, 3 * MB, &prop, 0), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuMemCreate(&h, 4 * MB, &prop, 0));
+    OK(drv.cuCtxPopCurrent(NULL));
+    CHECK(fk.live_allocations() == live + 1);
+
+    cdDevicePtr va = 0;
+    OK(drv.cuMemAddressReserve(&va, 8 * MB, 8 * MB, 0, 0));
+    CHECK(va != 0 && va % (8 * MB) == 0);
+    CHECK(type_of(va) == 0); /* reserved, not mapped */
+    CHECK_RC(drv.cuMemMap(va + 6 * MB, 4 * MB, 0, h, 0), CD_ERROR_INVALID_VALUE); /* past it */
+    OK(drv.cuMemMap(va, 4 * MB, 0, h, 0));
+    CHECK_RC(drv.cuMemMap(va + 2 * MB, 2 * MB, 0, h, 0), CD_ERROR_INVALID_VALUE); /* mapped */
+    OK(drv.cuMemMap(va + 4 * MB, 2 * MB, 2 * MB, h, 0)); /* the second half again */
+
+    cdContext c = (cdContext)1;
+    unsigned type = 0;
+    unsigned managed = 9;
+    int ordinal = -1;
+    cdDevicePtr start = 0;
+    size_t size = 0;
+    attrs_of(va + 100, &c, &type, &managed, &ordinal, &start, &size);
+    CHECK(c == NULL && type == CD_MEMORYTYPE_DEVICE && managed == 0 && ordinal == 0);
+    CHECK(start == va && size == 4 * MB);
+    CHECK(pool_of(va) == NULL);
+    CHECK(cpu_read_faults(va));
+
+    /* Access: none until set; a copy without it is what faults on a GPU. */
+    unsigned long long flags = 99;
+    struct cd_mem_location dev0 = {CD_MEM_LOCATION_TYPE_DEVICE, 0};
+    struct cd_mem_location dev1 = {CD_MEM_LOCATION_TYPE_DEVICE, 1};
+    OK(drv.cuMemGetAccess(&flags, &dev0, va));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_NONE);
+    char src[32] = "vmm memory";
+    char dst[32] = {0};
+    OK(drv.cuCtxPushCurrent(ctx0));
+    VIOLATES(drv.cuMemcpyHtoD(va, src, sizeof src), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuCtxPopCurrent(NULL));
+    struct cd_mem_access_desc desc[2] = {{dev0, CD_MEM_ACCESS_FLAGS_PROT_READWRITE},
+                                         {dev1, CD_MEM_ACCESS_FLAGS_PROT_READ}};
+    CHECK_RC(drv.cuMemSetAccess(va, 2 * MB, desc, 2), CD_ERROR_INVALID_VALUE); /* part */
+    CHECK_RC(drv.cuMemSetAccess(va, 8 * MB, desc, 2), CD_ERROR_INVALID_VALUE); /* unmapped */
+    OK(drv.cuMemSetAccess(va, 6 * MB, desc, 2));
+    OK(drv.cuMemGetAccess(&flags, &dev0, va + 5 * MB));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(drv.cuMemGetAccess(&flags, &dev1, va));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_READ);
+    CHECK_RC(drv.cuMemGetAccess(&flags, &dev1, va + 6 * MB), CD_ERROR_INVALID_VALUE);
+    struct cd_mem_access_desc host_rw = {{CD_MEM_LOCATION_TYPE_HOST, 0},
+                                         CD_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK_RC(drv.cuMemSetAccess(va, 4 * MB, &host_rw, 1), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuCtxPushCurrent(ctx0));
+    OK(drv.cuMemcpyHtoD(va + 3 * MB, src, sizeof src));
+    OK(drv.cuMemcpyDtoD(va + 4 * MB, va + 3 * MB, 16)); /* both views share memory */
+    OK(drv.cuCtxSetCurrent(ctx1));
+    OK(drv.cuMemcpyDtoH(dst, va + 5 * MB, sizeof dst)); /* read access suffices */
+    CHECK(strcmp(dst, "vmm memory") == 0);
+    VIOLATES(drv.cuMemcpyHtoD(va, src, sizeof src), CD_ERROR_INVALID_VALUE);
+    VIOLATES(drv.cuMemcpyDtoH(dst, va + 4 * MB - 8, 16), CD_ERROR_INVALID_VALUE); /* crosses */
+    OK(drv.cuCtxPopCurrent(NULL));
+
+    /* Handles: retained from any address of a mapping, released by count. */
+    cdMemHandle again = 0;
+    OK(drv.cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)(va + 4 * MB + 7)));
+    CHECK(again == h);
+    CHECK_RC(drv.cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)(va + 6 * MB)),
+             CD_ERROR_INVALID_VALUE);
+    CHECK_RC(drv.cuMemRetainAllocationHandle(&again, src), CD_ERROR_INVALID_VALUE);
+    struct cd_mem_alloc_prop got;
+    memset(&got, 0xff, sizeof got);
+    OK(drv.cuMemGetAllocationPropertiesFromHandle(&got, h));
+    CHECK(memcmp(&got, &prop, sizeof got) == 0);
+    OK(drv.cuMemRelease(again));
+    OK(drv.cuMemRelease(h));
+    VIOLATES(drv.cuMemRelease(h), CD_ERROR_INVALID_VALUE);
+    CHECK_RC(drv.cuMemGetAllocationPropertiesFromHandle(&got, h), CD_ERROR_INVALID_VALUE);
+    CHECK(fk.live_allocations() == live + 1); /* still mapped */
+    OK(drv.cuCtxPushCurrent(ctx0));
+    OK(drv.cuMemcpyDtoH(dst, va + 3 * MB, sizeof dst));
+    CHECK(strcmp(dst, "vmm memory") == 0);
+    OK(drv.cuCtxPopCurrent(NULL));
+
+    /* Unmapping: whole mappings only; then unknown memory. */
+    CHECK_RC(drv.cuMemUnmap(va, 2 * MB), CD_ERROR_INVALID_VALUE);
+    VIOLATES(drv.cuMemAddressFree(va, 8 * MB), CD_ERROR_INVALID_VALUE); /* still mapped */
+    OK(drv.cuMemUnmap(va, 6 * MB));
+    CHECK(fk.live_allocations() == live);
+    attrs_of(va, &c, &type, &managed, &ordinal, &start, &size);
+    CHECK(c == NULL && type == 0 && ordinal == -2);
+    CHECK_RC(drv.cuMemGetAccess(&flags, &dev0, va), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuCtxPushCurrent(ctx0));
+    VIOLATES(drv.cuMemcpyDtoH(dst, va, 16), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuCtxPopCurrent(NULL));
+    CHECK(cpu_read_faults(va));
+    CHECK_RC(drv.cuMemMap(va, 2 * MB, 0, h, 0), CD_ERROR_INVALID_HANDLE); /* released */
+    CHECK_RC(drv.cuMemAddressFree(va, 4 * MB), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuMemAddressFree(va, 8 * MB));
+    CHECK_RC(drv.cuMemAddressFree(va, 8 * MB), CD_ERROR_INVALID_VALUE);
+
+    /* Host-located VMM memory: device memory to the attributes, inaccessible
+     * to the CPU until the host is given access. */
+    prop.location.type = CD_MEM_LOCATION_TYPE_HOST;
+    prop.location.id = 0;
+    OK(drv.cuCtxPushCurrent(ctx0));
+    OK(drv.cuMemCreate(&h, 2 * MB, &prop, 0));
+    OK(drv.cuCtxPopCurrent(NULL));
+    OK(drv.cuMemAddressReserve(&va, 2 * MB, 0, 0, 0));
+    OK(drv.cuMemMap(va, 2 * MB, 0, h, 0));
+    OK(drv.cuMemRelease(h));
+    attrs_of(va, &c, &type, &managed, &ordinal, &start, &size);
+    CHECK(c == NULL && type == CD_MEMORYTYPE_DEVICE && ordinal == CD_DEVICE_INVALID);
+    CHECK(cpu_read_faults(va));
+    struct cd_mem_access_desc both[2] = {host_rw, {dev1, CD_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+    OK(drv.cuMemSetAccess(va, 2 * MB, both, 2));
+    struct cd_mem_location host = {CD_MEM_LOCATION_TYPE_HOST, 0};
+    OK(drv.cuMemGetAccess(&flags, &host, va));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    memcpy((void *)(uintptr_t)va, "host view", 10);
+    OK(drv.cuCtxPushCurrent(ctx1));
+    OK(drv.cuMemcpyDtoH(dst, va, 10));
+    OK(drv.cuCtxPopCurrent(NULL));
+    CHECK(strcmp(dst, "host view") == 0);
+    CHECK(fk.live_allocations() == live + 1);
+    OK(drv.cuMemUnmap(va, 2 * MB));
+    OK(drv.cuMemAddressFree(va, 2 * MB));
+    CHECK(fk.live_allocations() == live);
+    CHECK(cpu_read_faults(va));
+}
+
+/* Stream-ordered pool memory. */
+static void test_pools(cdContext ctx0, cdContext ctx1)
+{
+    long live = fk.live_allocations();
+    struct CUmemPoolHandle_st *p0 = NULL;
+    struct CUmemPoolHandle_st *p1 = NULL;
+    struct CUmemPoolHandle_st *again = NULL;
+    OK(drv.cuDeviceGetDefaultMemPool(&p0, 0));
+    OK(drv.cuDeviceGetDefaultMemPool(&p1, 1));
+    OK(drv.cuDeviceGetDefaultMemPool(&again, 0));
+    CHECK(p0 != NULL && p0 == again && p0 != p1);
+    CHECK_RC(drv.cuDeviceGetDefaultMemPool(&again, 2), CD_ERROR_INVALID_DEVICE);
+    CHECK(cpu_read_faults((cdDevicePtr)(uintptr_t)p0)); /* handles are not memory */
+
+    unsigned flags = 99;
+    struct cd_mem_location dev0 = {CD_MEM_LOCATION_TYPE_DEVICE, 0};
+    struct cd_mem_location dev1 = {CD_MEM_LOCATION_TYPE_DEVICE, 1};
+    OK(drv.cuMemPoolGetAccess(&flags, p1, &dev1));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(drv.cuMemPoolGetAccess(&flags, p1, &dev0));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_NONE);
+    struct cd_mem_access_desc d = {dev0, CD_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    OK(drv.cuMemPoolSetAccess(p1, &d, 1));
+    OK(drv.cuMemPoolGetAccess(&flags, p1, &dev0));
+    CHECK(flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    d = (struct cd_mem_access_desc){dev1, CD_MEM_ACCESS_FLAGS_PROT_NONE};
+    CHECK_RC(drv.cuMemPoolSetAccess(p1, &d, 1), CD_ERROR_INVALID_VALUE); /* the owner */
+    VIOLATES(drv.cuMemPoolGetAccess(&flags, (struct CUmemPoolHandle_st *)&flags, &dev0),
+             CD_ERROR_INVALID_VALUE);
+
+    /* Allocation on a stream of device 1: no owning context. */
+    cdDevicePtr p = 0;
+    cdStream s = NULL;
+    CHECK_RC(drv.cuMemAllocAsync(&p, 4096, NULL), CD_ERROR_INVALID_CONTEXT);
+    OK(drv.cuCtxPushCurrent(ctx1));
+    OK(drv.cuStreamCreate(&s, 0));
+    OK(drv.cuMemAllocAsync(&p, 4096, s));
+    CHECK(fk.live_allocations() == live + 1);
+    cdContext c = (cdContext)1;
+    unsigned type = 0;
+    unsigned managed = 9;
+    int ordinal = -1;
+    cdDevicePtr start = 0;
+    size_t size = 0;
+    attrs_of(p + 10, &c, &type, &managed, &ordinal, &start, &size);
+    CHECK(c == NULL && type == CD_MEMORYTYPE_DEVICE && managed == 0 && ordinal == 1);
+    CHECK(start == p && size == 4096);
+    CHECK(pool_of(p) == p1);
+    CHECK(cpu_read_faults(p));
+    char src[16] = "pool memory";
+    char dst[16] = {0};
+    OK(drv.cuMemcpyAsync(p, (cdDevicePtr)(uintptr_t)src, sizeof src, s));
+    OK(drv.cuMemcpyAsync((cdDevicePtr)(uintptr_t)dst, p, sizeof dst, s));
+    OK(drv.cuMemFreeAsync(p, s));
+    OK(drv.cuStreamSynchronize(s));
+    CHECK(strcmp(dst, "pool memory") == 0);
+    CHECK(fk.live_allocations() == live);
+    CHECK(type_of(p) == 0 && pool_of(p) == NULL);
+    VIOLATES(drv.cuMemcpyAsync(p, (cdDevicePtr)(uintptr_t)src, 4, s), CD_ERROR_INVALID_VALUE);
+    CHECK_RC(drv.cuMemFreeAsync(p, s), CD_ERROR_INVALID_VALUE);
+    /* cuMemFree frees pool memory too; other memory has no pool. */
+    OK(drv.cuMemAllocAsync(&p, 100, NULL));
+    CHECK(pool_of(p) == p1);
+    OK(drv.cuMemFree(p));
+    cdDevicePtr plain = 0;
+    OK(drv.cuMemAlloc(&plain, 64));
+    CHECK(pool_of(plain) == NULL);
+    CHECK_RC(drv.cuMemFreeAsync(plain, s), CD_ERROR_INVALID_VALUE);
+    OK(drv.cuMemFree(plain));
+    OK(drv.cuStreamDestroy(s));
+    /* The stream's context must be current. */
+    OK(drv.cuStreamCreate(&s, 0));
+    OK(drv.cuCtxSetCurrent(ctx0));
+    VIOLATES(drv.cuMemAllocAsync(&p, 64, s), CD_ERROR_INVALID_HANDLE);
+    OK(drv.cuCtxSetCurrent(ctx1));
+    OK(drv.cuStreamDestroy(s));
+    OK(drv.cuCtxPopCurrent(NULL));
+    CHECK(fk.live_allocations() == live);
 }
 
 struct order_log {
@@ -542,6 +905,9 @@ int main(int argc, char **argv)
     cdContext ctx1 = NULL;
     test_contexts(&ctx0, &ctx1);
     test_memory(ctx0, ctx1);
+    test_memory_more(ctx0, ctx1);
+    test_vmm(ctx0, ctx1);
+    test_pools(ctx0, ctx1);
     test_streams(ctx0, ctx1);
 
     /* Leave nothing behind: the fake's exit report must stay silent. */

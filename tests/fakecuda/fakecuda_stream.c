@@ -123,14 +123,16 @@ static void *fk_worker(void *arg)
         if (op == NULL)
             break;
         fk_run_op(s, op);
+        /* Memory references go before completion shows, so a program that
+         * synchronized and freed sees the memory gone (accounting). */
+        fk_alloc_unref(op->refs[0]);
+        fk_alloc_unref(op->refs[1]);
         pthread_mutex_lock(&fk_done_lock);
         s->completed++;
         if (op->kind == FK_OP_RECORD && op->seq > op->event->done_seq)
             op->event->done_seq = op->seq;
         pthread_cond_broadcast(&fk_done_cond);
         pthread_mutex_unlock(&fk_done_lock);
-        fk_alloc_unref(op->refs[0]);
-        fk_alloc_unref(op->refs[1]);
         free(op);
     }
     atomic_store(&s->exited, 1);
