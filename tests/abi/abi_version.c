@@ -29,6 +29,8 @@ static const struct status_name statuses[] = {
     STATUS(CUCOPY_ERR_CUDA),
     STATUS(CUCOPY_ERR_FORKED),
     STATUS(CUCOPY_ERR_INTERNAL),
+    STATUS(CUCOPY_ERR_OUT_OF_RANGE),
+    STATUS(CUCOPY_ERR_ALREADY_EXISTS),
 };
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 

@@ -171,6 +171,8 @@ const char *tc_status_name(int status)
     case CUCOPY_ERR_CUDA: return "CUCOPY_ERR_CUDA";
     case CUCOPY_ERR_FORKED: return "CUCOPY_ERR_FORKED";
     case CUCOPY_ERR_INTERNAL: return "CUCOPY_ERR_INTERNAL";
+    case CUCOPY_ERR_OUT_OF_RANGE: return "CUCOPY_ERR_OUT_OF_RANGE";
+    case CUCOPY_ERR_ALREADY_EXISTS: return "CUCOPY_ERR_ALREADY_EXISTS";
     default: return status > 0 ? "a positive count" : "an unknown status";
     }
 }
