@@ -48,6 +48,9 @@ function(parse_header_text text)
   string(REPLACE "*/" "${_CE}" text "${text}")
   string(REGEX REPLACE "${_CS}[^${_CE}]*${_CE}" " " text "${text}")
   string(REGEX REPLACE "//[^\n]*" "" text "${text}")
+  # Line continuations (a backslash would escape CMake's list separator).
+  string(REGEX REPLACE "\\\\[ \t]*\n" " " text "${text}")
+  string(REPLACE "\\" "/" text "${text}")
 
   # Type classes: handles are pointers, enums 32-bit.
   string(REGEX MATCHALL "typedef[ \t\n]+struct[ \t\n]+[A-Za-z0-9_]+[ \t\n]*\\*[ \t\n]*[A-Za-z0-9_]+"
