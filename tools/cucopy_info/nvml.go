@@ -25,7 +25,7 @@ type NVMLInfo struct {
 }
 
 // NVMLDevice is one GPU as NVML sees it, in NVML's enumeration order.
-// Unknown values stay zero (PCIe 0, empty strings, nil NUMA node); Errors
+// Unknown values stay zero (PCIe 0, empty strings, nil pointers); Errors
 // collects the failed queries.
 type NVMLDevice struct {
 	Index int `json:"index"`
@@ -38,10 +38,15 @@ type NVMLDevice struct {
 	PCIe        PCIeLink `json:"pcie"`
 	NVLinks     []NVLink `json:"nvlinks"` // the active links only
 	CPUAffinity string   `json:"cpu_affinity,omitempty"`
-	NUMANode    *int     `json:"numa_node,omitempty"` // -1: no NUMA affinity
-	NUMASource  string   `json:"numa_source,omitempty"`
-	Errors      []string `json:"errors,omitempty"`
-	handle      nvml.Device
+	// NUMAAffinity is the NUMA node list near the GPU ("0"; "N/A": none),
+	// from NVML's memory affinity or else sysfs numa_node (NUMASource).
+	NUMAAffinity string `json:"numa_affinity,omitempty"`
+	NUMASource   string `json:"numa_source,omitempty"`
+	// GPUNUMAID is the NUMA node of the GPU's own memory (nvidia-smi's
+	// "GPU NUMA ID"), nil when NVML has none (all but coherent GPUs).
+	GPUNUMAID *int     `json:"gpu_numa_id,omitempty"`
+	Errors    []string `json:"errors,omitempty"`
+	handle    nvml.Device
 }
 
 // PCIeLink is the current and maximum PCIe link; 0 means unknown.
@@ -95,12 +100,13 @@ type Topology struct {
 
 // TopoGPU is one row's affinity columns. Unknown values read "unknown".
 type TopoGPU struct {
-	Ordinal     int    `json:"ordinal"`
-	PCIBusID    string `json:"pci_bus_id"`
-	NVMLIndex   int    `json:"nvml_index"` // -1: not matched
-	CPUAffinity string `json:"cpu_affinity"`
-	NUMANode    string `json:"numa_affinity"`
-	Reason      string `json:"reason,omitempty"`
+	Ordinal      int    `json:"ordinal"`
+	PCIBusID     string `json:"pci_bus_id"`
+	NVMLIndex    int    `json:"nvml_index"` // -1: not matched
+	CPUAffinity  string `json:"cpu_affinity"`
+	NUMAAffinity string `json:"numa_affinity"`
+	GPUNUMAID    string `json:"gpu_numa_id"`
+	Reason       string `json:"reason,omitempty"`
 }
 
 // TopoPair is one off-diagonal cell: NV# when the pair shares # active
@@ -166,8 +172,8 @@ func pciBusID(p nvml.PciInfo) string {
 	return ""
 }
 
-// cpuList formats an affinity bitmask ([]uint words, bit i = CPU i) as a
-// cpu list like "0-31,64-95"; "" when no bit is set.
+// cpuList formats an affinity bitmask ([]uint words, bit i = CPU or NUMA
+// node i) as a list like "0-31,64-95"; "" when no bit is set.
 func cpuList(mask []uint) string {
 	var out []string
 	start := -1
@@ -208,8 +214,11 @@ func levelName(l nvml.GpuTopologyLevel) string {
 	return fmt.Sprintf("level%d", int(l))
 }
 
-// affinityCPUs bounds the CPU affinity mask asked of NVML.
-const affinityCPUs = 4096
+// affinityCPUs and affinityNodes bound the affinity masks asked of NVML.
+const (
+	affinityCPUs  = 4096
+	affinityNodes = 1024
+)
 
 // sysfsNUMA reads the NUMA node of a PCI device from sysfs.
 func sysfsNUMA(busID string) (int, error) {
@@ -278,8 +287,9 @@ func queryNVML(lib nvml.Interface, cudaBusIDs []string, numaFallback func(string
 		return info, unknownTopology(cudaBusIDs, "NVML "+info.Reason)
 	}
 	has := optionalCalls{
-		numaNode:   hasSymbol(lib, "nvmlDeviceGetNumaNodeId"),
-		remoteType: hasSymbol(lib, "nvmlDeviceGetNvLinkRemoteDeviceType"),
+		numaNode:    hasSymbol(lib, "nvmlDeviceGetNumaNodeId"),
+		memAffinity: hasSymbol(lib, "nvmlDeviceGetMemoryAffinity"),
+		remoteType:  hasSymbol(lib, "nvmlDeviceGetNvLinkRemoteDeviceType"),
 	}
 	for i := 0; i < n; i++ {
 		info.Devices = append(info.Devices, queryNVMLDevice(lib, i, has, numaFallback))
@@ -291,8 +301,9 @@ func queryNVML(lib nvml.Interface, cudaBusIDs []string, numaFallback func(string
 
 // optionalCalls are the entry points newer than the oldest drivers.
 type optionalCalls struct {
-	numaNode   bool // nvmlDeviceGetNumaNodeId
-	remoteType bool // nvmlDeviceGetNvLinkRemoteDeviceType
+	numaNode    bool // nvmlDeviceGetNumaNodeId
+	memAffinity bool // nvmlDeviceGetMemoryAffinity
+	remoteType  bool // nvmlDeviceGetNvLinkRemoteDeviceType
 }
 
 // queryNVMLDevice asks NVML about GPU i; a panic marks only this GPU.
@@ -365,14 +376,24 @@ func queryNVMLDevice(lib nvml.Interface, i int, has optionalCalls, numaFallback 
 	if mask, ret := h.GetCpuAffinity(affinityCPUs); note("cpu affinity", ret) {
 		d.CPUAffinity = cpuList(mask)
 	}
-	if has.numaNode {
-		if node, ret := h.GetNumaNodeId(); ret == nvml.SUCCESS {
-			d.NUMANode, d.NUMASource = &node, "nvml"
+	if has.memAffinity {
+		if mask, ret := h.GetMemoryAffinity(affinityNodes, nvml.AFFINITY_SCOPE_NODE); ret == nvml.SUCCESS {
+			if d.NUMAAffinity = cpuList(mask); d.NUMAAffinity != "" {
+				d.NUMASource = "nvml"
+			}
 		}
 	}
-	if d.NUMANode == nil && d.PCIBusID != "" && numaFallback != nil {
+	if d.NUMAAffinity == "" && d.PCIBusID != "" && numaFallback != nil {
 		if node, err := numaFallback(d.PCIBusID); err == nil {
-			d.NUMANode, d.NUMASource = &node, "sysfs"
+			d.NUMAAffinity, d.NUMASource = "N/A", "sysfs"
+			if node >= 0 {
+				d.NUMAAffinity = strconv.Itoa(node)
+			}
+		}
+	}
+	if has.numaNode {
+		if node, ret := h.GetNumaNodeId(); ret == nvml.SUCCESS && node >= 0 {
+			d.GPUNUMAID = &node
 		}
 	}
 	return d
@@ -422,7 +443,7 @@ func unknownTopology(cudaBusIDs []string, reason string) Topology {
 	t := Topology{Reason: reason, GPUs: []TopoGPU{}, Pairs: []TopoPair{}}
 	for c, bus := range cudaBusIDs {
 		t.GPUs = append(t.GPUs, TopoGPU{Ordinal: c, PCIBusID: bus, NVMLIndex: -1,
-			CPUAffinity: unknown, NUMANode: unknown})
+			CPUAffinity: unknown, NUMAAffinity: unknown, GPUNUMAID: unknown})
 	}
 	for i := range cudaBusIDs {
 		for j := range cudaBusIDs {
@@ -473,11 +494,12 @@ func buildTopology(devs []NVMLDevice, cudaBusIDs []string) Topology {
 		if d.CPUAffinity != "" {
 			g.CPUAffinity = d.CPUAffinity
 		}
-		if d.NUMANode != nil {
-			g.NUMANode = "N/A"
-			if *d.NUMANode >= 0 {
-				g.NUMANode = strconv.Itoa(*d.NUMANode)
-			}
+		if d.NUMAAffinity != "" {
+			g.NUMAAffinity = d.NUMAAffinity
+		}
+		g.GPUNUMAID = "N/A"
+		if d.GPUNUMAID != nil {
+			g.GPUNUMAID = strconv.Itoa(*d.GPUNUMAID)
 		}
 	}
 	for k := range t.Pairs {

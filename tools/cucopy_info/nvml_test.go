@@ -18,8 +18,8 @@ type fakeGPU struct {
 	links     map[int]string // active NVLink -> remote bus id
 	switches  bool           // the remote of every link is an NVSwitch
 	affinity  []uint         // CPU mask words
-	numa      int
-	handleErr nvml.Return // DeviceGetHandleByIndex fails with this
+	numa      int            // the NUMA node near the GPU (memory affinity)
+	handleErr nvml.Return    // DeviceGetHandleByIndex fails with this
 }
 
 func pciInfo(bus string) nvml.PciInfo {
@@ -81,7 +81,11 @@ func mockNVML(gpus []fakeGPU, level func(a, b int) nvml.GpuTopologyLevel) *mock.
 				return nvml.NVLINK_DEVICE_TYPE_GPU, nvml.SUCCESS
 			},
 			GetCpuAffinityFunc: func(int) ([]uint, nvml.Return) { return g.affinity, nvml.SUCCESS },
-			GetNumaNodeIdFunc:  func() (int, nvml.Return) { return g.numa, nvml.SUCCESS },
+			GetMemoryAffinityFunc: func(int, nvml.AffinityScope) ([]uint, nvml.Return) {
+				return []uint{1 << g.numa}, nvml.SUCCESS
+			},
+			// Only coherent GPUs (Grace Hopper) have a NUMA node of their own.
+			GetNumaNodeIdFunc: func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
 		}
 		d.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
 			j, ok := index[other]
@@ -144,9 +148,9 @@ func TestNVMLTopologyNV18(t *testing.T) {
 
 	want := "" +
 		"Topology (NVML, like nvidia-smi topo -m)\n" +
-		"        GPU0  GPU1  CPU Affinity  NUMA Affinity\n" +
-		"  GPU0  X     NV18  0-31          0\n" +
-		"  GPU1  NV18  X     0-31          0\n" +
+		"        GPU0  GPU1  CPU Affinity  NUMA Affinity  GPU NUMA ID\n" +
+		"  GPU0  X     NV18  0-31          0              N/A\n" +
+		"  GPU1  NV18  X     0-31          0              N/A\n" +
 		legend
 	if got := renderTopo(topo); got != want {
 		t.Errorf("topology:\n%s\nwant:\n%s", got, want)
@@ -166,7 +170,7 @@ func TestNVMLTopologyNV18(t *testing.T) {
 		t.Errorf("NVML section:\n%s\nwant:\n%s", b.String(), wantNVML)
 	}
 	for _, d := range info.Devices {
-		if len(d.Errors) > 0 || d.NUMASource != "nvml" || d.NVLinks[17].RemoteNVMLIndex != 1-d.Index {
+		if len(d.Errors) > 0 || d.NUMASource != "nvml" || d.GPUNUMAID != nil || d.NVLinks[17].RemoteNVMLIndex != 1-d.Index {
 			t.Errorf("device %+v", d)
 		}
 	}
@@ -202,9 +206,9 @@ func TestNVMLInitFailure(t *testing.T) {
 		}
 		want := "" +
 			"Topology (NVML, like nvidia-smi topo -m): unknown: NVML unavailable: " + tc.reason + "\n" +
-			"        GPU0     GPU1     CPU Affinity  NUMA Affinity\n" +
-			"  GPU0  X        unknown  unknown       unknown\n" +
-			"  GPU1  unknown  X        unknown       unknown\n" +
+			"        GPU0     GPU1     CPU Affinity  NUMA Affinity  GPU NUMA ID\n" +
+			"  GPU0  X        unknown  unknown       unknown        unknown\n" +
+			"  GPU1  unknown  X        unknown       unknown        unknown\n" +
 			legend
 		if got := renderTopo(topo); got != want {
 			t.Errorf("topology:\n%s\nwant:\n%s", got, want)
@@ -222,10 +226,10 @@ func TestNVMLDeviceLookupError(t *testing.T) {
 	info, topo := queryNVML(lib, []string{"0000:19:00.0", "0000:1a:00.0", "0000:9b:00.0"}, noSysfs)
 	want := "" +
 		"Topology (NVML, like nvidia-smi topo -m): unknown: not in NVML: GPU1\n" +
-		"        GPU0     GPU1     GPU2     CPU Affinity  NUMA Affinity\n" +
-		"  GPU0  X        unknown  SYS      0-31          0\n" +
-		"  GPU1  unknown  X        unknown  unknown       unknown\n" +
-		"  GPU2  SYS      unknown  X        32-63         1\n" +
+		"        GPU0     GPU1     GPU2     CPU Affinity  NUMA Affinity  GPU NUMA ID\n" +
+		"  GPU0  X        unknown  SYS      0-31          0              N/A\n" +
+		"  GPU1  unknown  X        unknown  unknown       unknown        unknown\n" +
+		"  GPU2  SYS      unknown  X        32-63         1              N/A\n" +
 		"  GPU1: no NVML device with PCI bus id 0000:1a:00.0 (NVML device 1 could not be queried)\n" +
 		legend
 	if got := renderTopo(topo); got != want {
@@ -264,9 +268,9 @@ func TestNVMLBusIDMatchingReordered(t *testing.T) {
 	info, topo := queryNVML(lib, []string{"0000:1A:00.0", "0000:19:00.0"}, fallback)
 	want := "" +
 		"Topology (NVML, like nvidia-smi topo -m)\n" +
-		"        GPU0  GPU1  CPU Affinity  NUMA Affinity\n" +
-		"  GPU0  X     PHB   32-63         1\n" +
-		"  GPU1  PHB   X     0-31          0\n" +
+		"        GPU0  GPU1  CPU Affinity  NUMA Affinity  GPU NUMA ID\n" +
+		"  GPU0  X     PHB   32-63         1              N/A\n" +
+		"  GPU1  PHB   X     0-31          0              N/A\n" +
 		legend
 	if got := renderTopo(topo); got != want {
 		t.Errorf("topology:\n%s\nwant:\n%s", got, want)
@@ -279,10 +283,10 @@ func TestNVMLBusIDMatchingReordered(t *testing.T) {
 			t.Errorf("NVML %d: CUDA ordinal %d, want %d", i, d.CUDAOrdinal, want)
 		}
 	}
-	if d := info.Devices[0]; d.NUMASource != "sysfs" || *d.NUMANode != 0 {
+	if d := info.Devices[0]; d.NUMASource != "sysfs" || d.NUMAAffinity != "0" {
 		t.Errorf("NUMA fallback: %+v", d)
 	}
-	if d := info.Devices[2]; d.NUMANode != nil {
+	if d := info.Devices[2]; d.NUMAAffinity != "" {
 		t.Errorf("NUMA without NVML and sysfs should stay unknown: %+v", d)
 	}
 }

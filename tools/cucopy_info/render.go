@@ -175,10 +175,11 @@ func renderTopology(w io.Writer, topo Topology) {
 	for j := 0; j < n; j++ {
 		fmt.Fprintf(&hdr, "\tGPU%d", j)
 	}
-	hdr.WriteString("\tCPU Affinity\tNUMA Affinity")
+	hdr.WriteString("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID")
 	fmt.Fprintln(t, hdr.String())
 	for i, g := range topo.GPUs {
-		fmt.Fprintf(t, "  GPU%d\t%s\t%s\t%s\n", i, strings.Join(cell[i], "\t"), g.CPUAffinity, g.NUMANode)
+		fmt.Fprintf(t, "  GPU%d\t%s\t%s\t%s\t%s\n", i, strings.Join(cell[i], "\t"),
+			g.CPUAffinity, g.NUMAAffinity, g.GPUNUMAID)
 	}
 	t.Flush()
 	for _, g := range topo.GPUs {
@@ -231,10 +232,7 @@ func renderNVML(w io.Writer, n NVMLInfo) {
 		if d.NVLinks != nil {
 			links = fmt.Sprint(len(d.NVLinks))
 		}
-		numa := unknown
-		if d.NUMANode != nil {
-			numa = fmt.Sprint(*d.NUMANode)
-		}
+		numa := orUnknown(d.NUMAAffinity)
 		fmt.Fprintf(t, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, cuda,
 			orUnknown(d.Name), orUnknown(d.UUID), orUnknown(d.PCIBusID),
 			pcieString(d.PCIe.CurrGen, d.PCIe.CurrWidth), pcieString(d.PCIe.MaxGen, d.PCIe.MaxWidth),
