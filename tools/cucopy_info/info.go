@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/cucopy/cucopy/core"
 	"github.com/cucopy/cucopy/cudadrv"
 )
@@ -18,6 +20,7 @@ type Info struct {
 	Devices    []Device    `json:"devices"`
 	Peers      []PeerLink  `json:"peer_access"`
 	NVML       NVMLInfo    `json:"nvml"`
+	Topology   Topology    `json:"topology"`
 	Config     []ConfigVar `json:"config"`
 	GOMAXPROCS int         `json:"gomaxprocs"`
 	// GOMAXPROCSSource is "environment" when $GOMAXPROCS is set, else "default".
@@ -146,7 +149,11 @@ func gather(drv cudadrv.Interface, cfg core.Config, getenv func(string) string) 
 			info.Peers = append(info.Peers, l)
 		}
 	}
-	info.NVML = queryNVML()
+	busIDs := make([]string, len(info.Devices))
+	for i, d := range info.Devices {
+		busIDs[i] = d.PCIBusID
+	}
+	info.NVML, info.Topology = queryNVML(nvml.New(), busIDs, sysfsNUMA)
 	return info
 }
 

@@ -2,8 +2,10 @@
 
 // Command cucopy_info prints what cucopy sees on this machine: the cucopy
 // version, the CUDA driver (path, version, optional capabilities), the
-// devices and their peer-access matrix, NVML's view when NVML is present,
-// and the effective CUCOPY_* configuration. It only reads: it never creates,
+// devices and their peer-access matrix, the NVML topology (NVLinks, PCIe
+// link, CPU/NUMA affinity, an nvidia-smi topo -m style matrix; "unknown"
+// without NVML), NVML's per-GPU view and the effective CUCOPY_*
+// configuration. It only reads: it never creates,
 // retains or activates a CUDA context.
 package main
 
@@ -22,8 +24,10 @@ import (
 const usage = `usage: cucopy_info [--json]
 
 Prints the cucopy version, the CUDA driver (path, version, optional
-capabilities), the devices and their peer-access matrix, NVML's view of the
-GPUs (when NVML is installed) and the effective configuration.
+capabilities), the devices and their peer-access matrix, the topology
+matrix like nvidia-smi topo -m (NVLinks, PCIe path, CPU/NUMA affinity) and
+NVML's view of the GPUs (PCIe link, NVLinks) when NVML is installed ("unknown"
+without it), and the effective configuration.
 
 The driver is $CUCOPY_CUDA_DRIVER, default libcuda.so.1.
 

@@ -61,6 +61,8 @@ func renderText(w io.Writer, info *Info) {
 		renderDevices(w, info.Devices)
 		fmt.Fprintln(w, "\nPeer access (row can access column's memory)")
 		renderPeerMatrix(w, len(info.Devices), info.Peers)
+		fmt.Fprintln(w)
+		renderTopology(w, info.Topology)
 	}
 
 	fmt.Fprintln(w)
@@ -138,6 +140,74 @@ func renderPeerMatrix(w io.Writer, n int, links []PeerLink) {
 	}
 }
 
+// renderTopology writes the nvidia-smi topo -m style matrix of the CUDA
+// devices with their CPU and NUMA affinity; cells NVML could not fill say
+// "unknown", and the title says why.
+func renderTopology(w io.Writer, topo Topology) {
+	const title = "Topology (NVML, like nvidia-smi topo -m)"
+	if topo.Reason != "" {
+		fmt.Fprintf(w, "%s: unknown: %s\n", title, topo.Reason)
+	} else {
+		fmt.Fprintln(w, title)
+	}
+	n := len(topo.GPUs)
+	cell := make([][]string, n)
+	for i := range cell {
+		cell[i] = make([]string, n)
+		for j := range cell[i] {
+			cell[i][j] = "?"
+		}
+		cell[i][i] = "X"
+	}
+	var errs []string
+	for _, p := range topo.Pairs {
+		if p.Device < 0 || p.Device >= n || p.Peer < 0 || p.Peer >= n || p.Device == p.Peer {
+			continue
+		}
+		cell[p.Device][p.Peer] = p.Label
+		if p.Error != "" {
+			errs = append(errs, fmt.Sprintf("  GPU%d -> GPU%d: %s", p.Device, p.Peer, p.Error))
+		}
+	}
+	t := newTable(w)
+	var hdr strings.Builder
+	hdr.WriteString("  ")
+	for j := 0; j < n; j++ {
+		fmt.Fprintf(&hdr, "\tGPU%d", j)
+	}
+	hdr.WriteString("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID")
+	fmt.Fprintln(t, hdr.String())
+	for i, g := range topo.GPUs {
+		fmt.Fprintf(t, "  GPU%d\t%s\t%s\t%s\t%s\n", i, strings.Join(cell[i], "\t"),
+			g.CPUAffinity, g.NUMAAffinity, g.GPUNUMAID)
+	}
+	t.Flush()
+	for _, g := range topo.GPUs {
+		if g.Reason != "" {
+			fmt.Fprintf(w, "  GPU%d: %s\n", g.Ordinal, g.Reason)
+		}
+	}
+	for _, e := range errs {
+		fmt.Fprintln(w, e)
+	}
+	fmt.Fprintln(w, "  X = self, NV# = # active NVLinks, PIX/PXB/PHB/NODE/SYS = PCIe path (see nvidia-smi topo -m)")
+}
+
+// pcieString formats a PCIe generation and width ("gen5 x16").
+func pcieString(gen, width int) string {
+	if gen == 0 && width == 0 {
+		return unknown
+	}
+	g, x := "?", "?"
+	if gen > 0 {
+		g = fmt.Sprint(gen)
+	}
+	if width > 0 {
+		x = fmt.Sprint(width)
+	}
+	return "gen" + g + " x" + x
+}
+
 // renderNVML writes the NVML section; one line when NVML is unavailable.
 func renderNVML(w io.Writer, n NVMLInfo) {
 	if !n.Available {
@@ -148,14 +218,37 @@ func renderNVML(w io.Writer, n NVMLInfo) {
 	if n.Reason != "" {
 		fmt.Fprintf(w, "  %s\n", n.Reason)
 	}
+	if len(n.Devices) == 0 {
+		return
+	}
 	t := newTable(w)
+	fmt.Fprintln(t, "  NVML\tCUDA\tName\tUUID\tPCI bus id\tPCIe now\tPCIe max\tNVLinks\tNUMA")
 	for _, d := range n.Devices {
-		fmt.Fprintf(t, "  GPU%d\t%s\t%s\n", d.Index, d.Name, d.UUID)
+		cuda := "-"
+		if d.CUDAOrdinal >= 0 {
+			cuda = fmt.Sprintf("GPU%d", d.CUDAOrdinal)
+		}
+		links := unknown
+		if d.NVLinks != nil {
+			links = fmt.Sprint(len(d.NVLinks))
+		}
+		numa := orUnknown(d.NUMAAffinity)
+		fmt.Fprintf(t, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, cuda,
+			orUnknown(d.Name), orUnknown(d.UUID), orUnknown(d.PCIBusID),
+			pcieString(d.PCIe.CurrGen, d.PCIe.CurrWidth), pcieString(d.PCIe.MaxGen, d.PCIe.MaxWidth),
+			links, numa)
 	}
 	t.Flush()
 	for _, d := range n.Devices {
 		for _, e := range d.Errors {
-			fmt.Fprintf(w, "  GPU%d: %s\n", d.Index, e)
+			fmt.Fprintf(w, "  NVML %d: %s\n", d.Index, e)
 		}
 	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return unknown
+	}
+	return s
 }

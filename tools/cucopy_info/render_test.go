@@ -147,4 +147,16 @@ func TestFakeDriver(t *testing.T) {
 			t.Errorf("device %+v", d)
 		}
 	}
+	// The fake's bus ids are in no NVML: without NVML, or with a real one,
+	// the topology is there and unknown, and nothing failed.
+	if len(info.Topology.GPUs) != 3 || len(info.Topology.Pairs) != 6 || info.Topology.Known || info.Topology.Reason == "" {
+		t.Errorf("topology %+v", info.Topology)
+	}
+	if !info.NVML.Available {
+		for _, p := range info.Topology.Pairs {
+			if p.Label != "unknown" {
+				t.Errorf("pair %+v", p)
+			}
+		}
+	}
 }
