@@ -11,7 +11,8 @@
 !    of the same name and components, every enum value and macro a named
 !    constant of the same name. tests/fortran/check_module_* fail when the
 !    header changes and this module does not. Conventions:
-!    - handles (cucopy_context_h, cucopy_iface_h, cucopy_ep_h) are type(c_ptr);
+!    - handles (cucopy_context_h, cucopy_iface_h, cucopy_ep_h, cucopy_memh_h)
+!      are type(c_ptr);
 !      "destroy of NULL" is destroy(c_null_ptr);
 !    - uint64_t values (remote_addr, field_mask, flags) are integer(c_int64_t),
 !      size_t is integer(c_size_t), int/unsigned/enums are integer(c_int);
@@ -35,6 +36,9 @@
 !      (needs TARGET) as integer(c_int64_t), the form remote_addr takes;
 !      cucopy_ptr_addr(p) / cucopy_addr_ptr(a): c_ptr <-> integer(c_int64_t)
 !      (device pointers are plain 64-bit addresses: hold them in either);
+!    - cucopy_f_mem_alloc(ctx, length, addr, mem_type, device, flags) /
+!      cucopy_f_mem_free(ctx, addr): memory as an integer(c_int64_t) address;
+!      cucopy_chars(attr%name), cucopy_uuid_str(attr%uuid): device attrs;
 !    - cucopy_f_context_create(ctx, driver_path, log_level),
 !      cucopy_f_iface_open(ctx, iface, thread_mode, max_poll, max_events):
 !      create with optional settings, no params struct or C string to build.
@@ -88,6 +92,8 @@ module cucopy
   integer(c_int), parameter :: CUCOPY_ERR_CUDA = -9
   integer(c_int), parameter :: CUCOPY_ERR_FORKED = -10
   integer(c_int), parameter :: CUCOPY_ERR_INTERNAL = -11
+  integer(c_int), parameter :: CUCOPY_ERR_OUT_OF_RANGE = -12
+  integer(c_int), parameter :: CUCOPY_ERR_ALREADY_EXISTS = -13
 
   ! ------------------------------------------ cucopy_context_params_t
   ! Field bits are integer(c_int64_t), like field_mask: ior() them directly.
@@ -100,6 +106,59 @@ module cucopy
   integer(c_int), parameter :: CUCOPY_LOG_INFO = 2
   integer(c_int), parameter :: CUCOPY_LOG_DEBUG = 3
   integer(c_int), parameter :: CUCOPY_LOG_TRACE = 4
+
+  ! ---------------------------------------- cucopy_device_attr_t
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_NAME = 1
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_UUID = 2
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_PCI_BUS_ID = 4
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_NUMA_NODE = 8
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_MEMORY = 16
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_COMPUTE_CAPABILITY = 32
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_PEERS = 64
+  integer(c_int64_t), parameter :: CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE = 128
+  integer(c_int), parameter :: CUCOPY_MAX_DEVICES = 64
+
+  ! cucopy_peer_attr_t field bits
+  integer(c_int64_t), parameter :: CUCOPY_PEER_ATTR_CAN_ACCESS = 1
+  integer(c_int64_t), parameter :: CUCOPY_PEER_ATTR_ACCESS_SUPPORTED = 2
+  integer(c_int64_t), parameter :: CUCOPY_PEER_ATTR_NATIVE_ATOMICS = 4
+  integer(c_int64_t), parameter :: CUCOPY_PEER_ATTR_PERFORMANCE_RANK = 8
+
+  ! ------------------------------------------------ memory domain
+  ! cucopy_memory_type_t
+  integer(c_int), parameter :: CUCOPY_MEMORY_TYPE_HOST = 0
+  integer(c_int), parameter :: CUCOPY_MEMORY_TYPE_CUDA = 1
+  integer(c_int), parameter :: CUCOPY_MEMORY_TYPE_CUDA_MANAGED = 2
+
+  ! cucopy_mem_attr_t field bits
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_MEM_TYPE = 1
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_PINNED = 2
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_DEVICE = 4
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_CONTEXT_ID = 8
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_ALLOCATION = 16
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_FLAGS = 32
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ATTR_ACCESS = 64
+
+  ! cucopy_mem_attr_t::flags bits
+  integer(c_int64_t), parameter :: CUCOPY_MEM_FLAG_VMM = 1
+  integer(c_int64_t), parameter :: CUCOPY_MEM_FLAG_POOL = 2
+  integer(c_int64_t), parameter :: CUCOPY_MEM_FLAG_REGISTERED = 4
+  integer(c_int64_t), parameter :: CUCOPY_MEM_FLAG_ALLOCATED = 8
+  integer(c_int64_t), parameter :: CUCOPY_MEM_FLAG_PREFERRED = 16
+  integer(c_int64_t), parameter :: CUCOPY_MEM_FLAG_HOST_LOCATED = 32
+
+  ! cucopy_mem_attr_t::preferred_location values besides device ordinals
+  integer(c_int), parameter :: CUCOPY_LOCATION_HOST = -1
+  integer(c_int), parameter :: CUCOPY_LOCATION_NONE = -2
+
+  ! cucopy_mem_alloc_params_t field bits
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ALLOC_PARAM_LENGTH = 1
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ALLOC_PARAM_MEM_TYPE = 2
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ALLOC_PARAM_DEVICE = 4
+  integer(c_int64_t), parameter :: CUCOPY_MEM_ALLOC_PARAM_FLAGS = 8
+
+  ! cucopy_mem_alloc_params_t::flags bits (unsigned in C)
+  integer(c_int), parameter :: CUCOPY_MEM_ALLOC_FLAG_ACTIVATE = 1
 
   ! cucopy_thread_mode_t
   integer(c_int), parameter :: CUCOPY_THREAD_MODE_SINGLE = 0
@@ -149,6 +208,51 @@ module cucopy
     type(c_ptr) :: driver_path
     integer(c_int) :: log_level
   end type cucopy_context_params_t
+
+  !> What one device is. name and pci_bus_id are NUL-terminated C strings:
+  !> cucopy_chars(attr%name) gives a Fortran string; cucopy_uuid_str(attr%uuid)
+  !> the UUID as nvidia-smi prints it.
+  type, bind(C) :: cucopy_device_attr_t
+    integer(c_int64_t) :: field_mask
+    character(kind=c_char) :: name(256)
+    integer(c_int8_t) :: uuid(16)
+    character(kind=c_char) :: pci_bus_id(32)
+    integer(c_int) :: numa_node
+    integer(c_int64_t) :: total_memory
+    integer(c_int) :: cc_major
+    integer(c_int) :: cc_minor
+    integer(c_int64_t) :: peer_mask
+    integer(c_int) :: primary_active
+  end type cucopy_device_attr_t
+
+  type, bind(C) :: cucopy_peer_attr_t
+    integer(c_int64_t) :: field_mask
+    integer(c_int) :: can_access
+    integer(c_int) :: access_supported
+    integer(c_int) :: native_atomics
+    integer(c_int) :: performance_rank
+  end type cucopy_peer_attr_t
+
+  type, bind(C) :: cucopy_mem_attr_t
+    integer(c_int64_t) :: field_mask
+    integer(c_int) :: mem_type
+    integer(c_int) :: pinned
+    integer(c_int) :: device
+    integer(c_int64_t) :: context_id
+    integer(c_int64_t) :: base_address
+    integer(c_size_t) :: alloc_length
+    integer(c_int64_t) :: flags
+    integer(c_int) :: preferred_location
+    integer(c_int64_t) :: access_mask
+  end type cucopy_mem_attr_t
+
+  type, bind(C) :: cucopy_mem_alloc_params_t
+    integer(c_int64_t) :: field_mask
+    integer(c_size_t) :: length
+    integer(c_int) :: mem_type
+    integer(c_int) :: device
+    integer(c_int) :: flags
+  end type cucopy_mem_alloc_params_t
 
   type, bind(C) :: cucopy_iface_params_t
     integer(c_int64_t) :: field_mask
@@ -222,6 +326,74 @@ module cucopy
       integer(c_int), intent(out) :: count
       integer(c_int) :: status
     end function cucopy_device_count
+
+    ! --------------------------------------------- devices, topology
+    function cucopy_device_query(ctx, ordinal, attr) &
+        bind(C, name="cucopy_device_query") result(status)
+      import :: c_int, c_ptr, cucopy_device_attr_t
+      type(c_ptr), value :: ctx
+      integer(c_int), value :: ordinal
+      type(cucopy_device_attr_t), intent(inout) :: attr
+      integer(c_int) :: status
+    end function cucopy_device_query
+
+    function cucopy_device_peer_query(ctx, device, peer, attr) &
+        bind(C, name="cucopy_device_peer_query") result(status)
+      import :: c_int, c_ptr, cucopy_peer_attr_t
+      type(c_ptr), value :: ctx
+      integer(c_int), value :: device
+      integer(c_int), value :: peer
+      type(cucopy_peer_attr_t), intent(inout) :: attr
+      integer(c_int) :: status
+    end function cucopy_device_peer_query
+
+    ! --------------------------------------------- memory domain
+    !> addr: c_loc(x) of a host variable, or cucopy_addr_ptr(a) of an address.
+    function cucopy_mem_query(ctx, addr, length, attr) &
+        bind(C, name="cucopy_mem_query") result(status)
+      import :: c_int, c_ptr, c_size_t, cucopy_mem_attr_t
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: length
+      type(cucopy_mem_attr_t), intent(inout) :: attr
+      integer(c_int) :: status
+    end function cucopy_mem_query
+
+    !> addr_p receives the memory's address; cucopy_ptr_addr(addr_p) gives
+    !> it as integer(c_int64_t). See also cucopy_f_mem_alloc().
+    function cucopy_mem_alloc(ctx, params, addr_p) &
+        bind(C, name="cucopy_mem_alloc") result(status)
+      import :: c_int, c_ptr, cucopy_mem_alloc_params_t
+      type(c_ptr), value :: ctx
+      type(cucopy_mem_alloc_params_t), intent(in) :: params
+      type(c_ptr), intent(out) :: addr_p
+      integer(c_int) :: status
+    end function cucopy_mem_alloc
+
+    function cucopy_mem_free(ctx, addr) bind(C, name="cucopy_mem_free") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: addr
+      integer(c_int) :: status
+    end function cucopy_mem_free
+
+    function cucopy_mem_reg(ctx, addr, length, flags, memh_p) &
+        bind(C, name="cucopy_mem_reg") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: length
+      integer(c_int), value :: flags
+      type(c_ptr), intent(out) :: memh_p
+      integer(c_int) :: status
+    end function cucopy_mem_reg
+
+    function cucopy_mem_dereg(ctx, memh) bind(C, name="cucopy_mem_dereg") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: memh
+      integer(c_int) :: status
+    end function cucopy_mem_dereg
 
     ! --------------------------------------------------- interface
     function cucopy_iface_open(ctx, params, iface_p) &
@@ -402,6 +574,27 @@ contains
       s(i:i) = chars(i)
     end do
   end function cucopy_chars
+
+  !> A 16-byte UUID (cucopy_device_attr_t%uuid) as nvidia-smi prints it:
+  !> "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", lower-case hex.
+  function cucopy_uuid_str(uuid) result(s)
+    integer(c_int8_t), intent(in) :: uuid(16)
+    character(len=40) :: s
+    character(len=16), parameter :: hex = "0123456789abcdef"
+    integer :: i, b, k
+    s = "GPU-"
+    k = 5
+    do i = 1, 16
+      b = iand(int(uuid(i)), 255)
+      s(k:k) = hex(b / 16 + 1:b / 16 + 1)
+      s(k + 1:k + 1) = hex(mod(b, 16) + 1:mod(b, 16) + 1)
+      k = k + 2
+      if (i == 4 .or. i == 6 .or. i == 8 .or. i == 10) then
+        s(k:k) = "-"
+        k = k + 1
+      end if
+    end do
+  end function cucopy_uuid_str
 
   !> cucopy_status_string(status) as a Fortran string.
   function cucopy_status_str(status) result(s)
@@ -601,6 +794,49 @@ contains
     end if
     status = cucopy_context_create(params, ctx)
   end function cucopy_f_context_create
+
+  !> cucopy_mem_alloc() of length bytes; addr receives the address as a
+  !> 64-bit integer (device memory is never dereferenced in Fortran: pass it
+  !> as remote_addr, or cucopy_addr_ptr(addr) as a buffer). mem_type default
+  !> CUCOPY_MEMORY_TYPE_CUDA; device default: the current context's device;
+  !> flags e.g. CUCOPY_MEM_ALLOC_FLAG_ACTIVATE. Free with cucopy_f_mem_free.
+  function cucopy_f_mem_alloc(ctx, length, addr, mem_type, device, flags) result(status)
+    type(c_ptr), intent(in) :: ctx
+    integer(c_size_t), intent(in) :: length
+    integer(c_int64_t), intent(out) :: addr
+    integer(c_int), intent(in), optional :: mem_type, device, flags
+    integer(c_int) :: status
+    type(cucopy_mem_alloc_params_t) :: params
+    type(c_ptr) :: p
+    params%field_mask = CUCOPY_MEM_ALLOC_PARAM_LENGTH
+    params%length = length
+    params%mem_type = CUCOPY_MEMORY_TYPE_CUDA
+    params%device = 0
+    params%flags = 0
+    if (present(mem_type)) then
+      params%mem_type = mem_type
+      params%field_mask = ior(params%field_mask, CUCOPY_MEM_ALLOC_PARAM_MEM_TYPE)
+    end if
+    if (present(device)) then
+      params%device = device
+      params%field_mask = ior(params%field_mask, CUCOPY_MEM_ALLOC_PARAM_DEVICE)
+    end if
+    if (present(flags)) then
+      params%flags = flags
+      params%field_mask = ior(params%field_mask, CUCOPY_MEM_ALLOC_PARAM_FLAGS)
+    end if
+    p = c_null_ptr
+    status = cucopy_mem_alloc(ctx, params, p)
+    addr = cucopy_ptr_addr(p)
+  end function cucopy_f_mem_alloc
+
+  !> cucopy_mem_free() of an address from cucopy_f_mem_alloc().
+  function cucopy_f_mem_free(ctx, addr) result(status)
+    type(c_ptr), intent(in) :: ctx
+    integer(c_int64_t), intent(in) :: addr
+    integer(c_int) :: status
+    status = cucopy_mem_free(ctx, cucopy_addr_ptr(addr))
+  end function cucopy_f_mem_free
 
   !> cucopy_iface_open() with optional thread mode, max_poll, max_events.
   function cucopy_f_iface_open(ctx, iface, thread_mode, max_poll, max_events) result(status)

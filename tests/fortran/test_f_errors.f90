@@ -14,7 +14,7 @@ program test_f_errors
   type(cucopy_context_params_t) :: cparams
   type(cucopy_iov_t) :: iov(1)
   integer(c_int8_t), target :: buf(64)
-  integer(c_int) :: statuses(13), i, j, count
+  integer(c_int) :: statuses(15), i, j, count
   character(len=4096) :: path
   character(len=:), allocatable :: str
   character(kind=c_char) :: chars(8)
@@ -28,7 +28,7 @@ program test_f_errors
   statuses = [CUCOPY_OK, CUCOPY_INPROGRESS, CUCOPY_ERR_INVALID_PARAM, CUCOPY_ERR_INVALID_HANDLE, &
       CUCOPY_ERR_NO_MEMORY, CUCOPY_ERR_NO_RESOURCE, CUCOPY_ERR_BUSY, CUCOPY_ERR_UNSUPPORTED, &
       CUCOPY_ERR_NO_DEVICE, CUCOPY_ERR_NO_DRIVER, CUCOPY_ERR_CUDA, CUCOPY_ERR_FORKED, &
-      CUCOPY_ERR_INTERNAL]
+      CUCOPY_ERR_INTERNAL, CUCOPY_ERR_OUT_OF_RANGE, CUCOPY_ERR_ALREADY_EXISTS]
   do i = 1, size(statuses)
     str = cucopy_status_str(statuses(i))
     call ft_check(len(str) > 0 .and. index(str, "CUCOPY_") == 1, &
