@@ -67,12 +67,13 @@ type allocation struct {
 	ownsPrimary bool // a primary-context retain held until free
 }
 
-// Registration is a host range pinned by MemReg.
+// Registration is a host range pinned by MemReg. It is unpinned through
+// whatever context is live at MemDereg: PORTABLE registrations are visible
+// to every context, and the registering one may be gone by then.
 type Registration struct {
 	addr, length uint64
-	ctx          cudadrv.Context
 	device       int
-	ownsPrimary  bool
+	ownsPrimary  bool // a retain on device's primary context, held until MemDereg
 }
 
 func allDevices(n int) uint64 {
@@ -119,6 +120,7 @@ func (c *Context) MemQuery(addr, length uint64) (MemAttr, error) {
 				a.Device = int(info.VMMLocationID)
 			} else {
 				a.Flags |= MemFlagHostLocated
+				a.Device = -1
 			}
 		case a.Device >= 0:
 			a.AccessMask = 1 << uint(a.Device)
@@ -131,6 +133,9 @@ func (c *Context) MemQuery(addr, length uint64) (MemAttr, error) {
 	default: // unknown to CUDA: pageable host memory (or freed CUDA memory)
 		a.Type = MemHost
 		a.ContextID, a.Base, a.Length = 0, 0, 0
+	}
+	if a.Device < 0 {
+		a.Device = -1 // the driver's "no device" values (-2 for host-located memory) read as none
 	}
 	if a.Type != MemHost || a.Pinned {
 		if a.Length > 0 && length > 0 && (addr < a.Base || length > a.Length-(addr-a.Base)) {
@@ -286,7 +291,7 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 		}
 		return nil, driverError(op, fmt.Sprintf("[0x%x, +%d)", addr, length), err)
 	}
-	reg := &Registration{addr: addr, length: length, ctx: ctx, device: dev, ownsPrimary: owns}
+	reg := &Registration{addr: addr, length: length, device: dev, ownsPrimary: owns}
 	c.mem.mu.Lock()
 	c.mem.regs[reg] = struct{}{}
 	c.mem.mu.Unlock()
@@ -304,13 +309,26 @@ func (c *Context) MemDereg(reg *Registration) error {
 	if !ok {
 		return errorf(ErrHandle, op, "registration already released")
 	}
-	err := c.drv.HostUnregister(reg.ctx, reg.addr)
-	if reg.ownsPrimary {
-		c.releasePrimary(reg.device)
+	// Releasing after the program reset the primary context is allowed.
+	defer func() {
+		if reg.ownsPrimary {
+			c.releasePrimary(reg.device)
+		}
+	}()
+	// Never the registering context: the program may have destroyed or
+	// reset it, and then the registration went with it.
+	ctx, dev, owns, err := c.allocContext(op, -1, false)
+	if err != nil {
+		logf(LogInfo, "mem_dereg: no live context; [0x%x, +%d) went with its context", reg.addr, reg.length)
+		return nil
 	}
+	if owns {
+		defer c.releasePrimary(dev)
+	}
+	err = c.drv.HostUnregister(ctx, reg.addr)
 	var r *cudadrv.Result
-	if err != nil && errors.As(err, &r) && (r.Code == cudadrv.ErrorHostMemoryNotRegistered || r.Code == cudadrv.ErrorInvalidContext || r.Code == cudadrv.ErrorContextIsDestroyed) {
-		logf(LogInfo, "mem_dereg: [0x%x, +%d) was no longer registered (%v)", reg.addr, reg.length, err)
+	if err != nil && errors.As(err, &r) && r.Code == cudadrv.ErrorHostMemoryNotRegistered {
+		logf(LogInfo, "mem_dereg: [0x%x, +%d) was no longer registered (its context is gone)", reg.addr, reg.length)
 		return nil
 	}
 	if err != nil {

@@ -308,8 +308,13 @@ cdResult cuDevicePrimaryCtxReset_v2(cdDevice dev)
     int nstopped = 0;
     pthread_mutex_lock(&fk_lock);
     struct fk_ctx *c = fk_primary[dev];
+    /* "Resetting the primary context does not release it, an application
+     * that has retained the primary context should explicitly release its
+     * usage" (and may, safely, after the reset): the count stays. */
+    int retain = c->retain;
     if (atomic_load(&c->live_id) != 0)
         fk_ctx_kill_locked(c, &stopped, &nstopped);
+    c->retain = retain;
     pthread_mutex_unlock(&fk_lock);
     fk_streams_join(stopped, nstopped);
     return CD_SUCCESS;
