@@ -62,8 +62,10 @@ type memDomain struct {
 type allocation struct {
 	kind        cudadrv.MemKind
 	ctx         cudadrv.Context
+	ctxID       uint64
 	device      int
 	length      uint64
+	primary     bool // ctx is the device's primary context
 	ownsPrimary bool // a primary-context retain held until free
 }
 
@@ -232,10 +234,41 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		}
 		return 0, driverError(op, fmt.Sprintf("%d bytes on device %d", length, dev), err)
 	}
+	a := &allocation{kind: kind, ctx: ctx, device: dev, length: length, primary: owns, ownsPrimary: owns}
+	if !owns {
+		a.primary = c.isPrimary(ctx, dev)
+	}
+	if a.primary {
+		a.ctxID, _ = c.drv.ContextID(ctx)
+	}
 	c.mem.mu.Lock()
-	c.mem.allocs[ptr] = &allocation{kind: kind, ctx: ctx, device: dev, length: length, ownsPrimary: owns}
+	c.mem.allocs[ptr] = a
 	c.mem.mu.Unlock()
 	return ptr, nil
+}
+
+// isPrimary says whether ctx, a live context of dev, is dev's primary context.
+func (c *Context) isPrimary(ctx cudadrv.Context, dev int) bool {
+	if active, err := c.drv.PrimaryActive(dev); err != nil || !active {
+		return false
+	}
+	p, err := c.drv.PrimaryRetain(dev) // active: no activation
+	if err != nil {
+		return false
+	}
+	c.releasePrimary(dev)
+	return p == ctx
+}
+
+// primaryLive says whether dev's primary context is still the incarnation
+// (ctx, id) seen earlier: a reset leaves it inactive, or active under a new
+// id. Only device-level calls and calls on the live handle are made.
+func (c *Context) primaryLive(dev int, ctx cudadrv.Context, id uint64) bool {
+	if !c.isPrimary(ctx, dev) {
+		return false
+	}
+	now, err := c.drv.ContextID(ctx)
+	return err == nil && now == id
 }
 
 // MemFree frees memory from MemAlloc.
@@ -248,10 +281,14 @@ func (c *Context) MemFree(addr uint64) error {
 	if !ok {
 		return errorf(ErrInvalid, op, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
 	}
-	err := c.drv.MemFree(a.ctx, a.kind, addr)
 	if a.ownsPrimary {
-		c.releasePrimary(a.device)
+		defer c.releasePrimary(a.device) // allowed after a reset too
 	}
+	if a.primary && !c.primaryLive(a.device, a.ctx, a.ctxID) {
+		logf(LogInfo, "mem_free: 0x%x went with the reset of device %d's primary context", addr, a.device)
+		return nil
+	}
+	err := c.drv.MemFree(a.ctx, a.kind, addr)
 	if err != nil {
 		return driverError(op, fmt.Sprintf("0x%x on device %d", addr, a.device), err)
 	}

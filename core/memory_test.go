@@ -165,3 +165,16 @@ func TestDeviceAndPeerQuery(t *testing.T) {
 	var res *cudadrv.Result
 	assert.ErrorAs(t, err, &res)
 }
+
+// Memory of a primary context the program reset went with it: freeing it
+// makes no call on the dead incarnation.
+func TestMemFreeAfterReset(t *testing.T) {
+	r := newRig(t, 2)
+	r.drv.ActivatePrimary(1)
+	p, err := r.ctx.MemAlloc(core.MemCUDA, 1, false, 64)
+	require.NoError(t, err)
+	r.drv.ResetPrimary(1)
+	frees := r.drv.Calls("MemFree")
+	require.NoError(t, r.ctx.MemFree(p))
+	assert.Equal(t, frees, r.drv.Calls("MemFree"), "cuMemFree on a reset context")
+}
