@@ -7,7 +7,7 @@
 #   BUILD_DIR/run-gpu.sh             from a build tree copied to a GPU machine
 #
 # Needs only bash and coreutils: no cmake, ctest or Go. The binaries to run are
-# listed in BUILD_DIR/tests/c/suite.txt (one name per line, found in
+# listed in BUILD_DIR/tests/*/suite.txt (the C and Fortran suites; one name per line, found in
 # BUILD_DIR/bin; '#' comments and blank lines ignored); without that file,
 # every BUILD_DIR/bin/test_* runs. Exit status 77 means SKIP.
 #
@@ -33,14 +33,16 @@ build=$(cd "$build" && pwd)
 unset CUCOPY_CUDA_DRIVER FAKECUDA_DEVICES
 
 tests=()
-suite=$build/tests/c/suite.txt
-if [[ -f $suite ]]; then
-    while IFS= read -r line || [[ -n $line ]]; do
-        line=${line%%#*}
-        line=${line//[[:space:]]/}
-        [[ -n $line ]] && tests+=("$line")
-    done <"$suite"
-    source_desc=$suite
+suites=("$build"/tests/*/suite.txt)
+if [[ -f ${suites[0]} ]]; then
+    for suite in "${suites[@]}"; do
+        while IFS= read -r line || [[ -n $line ]]; do
+            line=${line%%#*}
+            line=${line//[[:space:]]/}
+            [[ -n $line ]] && tests+=("$line")
+        done <"$suite"
+    done
+    source_desc="${suites[*]}"
 else
     for f in "$build"/bin/test_*; do
         [[ -f $f && -x $f ]] && tests+=("$(basename "$f")")
