@@ -50,8 +50,8 @@ enum test_kind { TEST_LAT, TEST_BW, TEST_RATE, TEST_COUNT };
 static const char *const test_names[TEST_COUNT] = {"lat", "bw", "rate"};
 static const char *const test_units[TEST_COUNT] = {"us", "GB/s", "Mops/s"};
 
-enum host_kind { HOST_PINNED, HOST_PAGEABLE, HOST_COUNT, HOST_NONE = -1 };
-static const char *const host_names[HOST_COUNT] = {"pinned", "pageable"};
+enum host_kind { HOST_PINNED, HOST_PAGEABLE, HOST_REGISTERED, HOST_COUNT, HOST_NONE = -1 };
+static const char *const host_names[HOST_COUNT] = {"pinned", "pageable", "registered"};
 
 enum impl { IMPL_CUCOPY, IMPL_RAW, IMPL_COUNT };
 
@@ -105,6 +105,7 @@ struct device {
     cdDevicePtr dst; /* device buffer in the destination role */
     void *host_src[HOST_COUNT];
     void *host_dst[HOST_COUNT];
+    cucopy_memh_h host_memh[HOST_COUNT][2]; /* HOST_REGISTERED: cucopy_mem_reg of src, dst */
 };
 
 static struct device devs[MAX_DEVICES];
@@ -218,7 +219,9 @@ static void usage(FILE *f)
             "  --devices all|N[,N...]   devices to use (default all)\n"
             "  --dirs LIST              h2d,d2h,d2d,peer (default all that apply; peer is\n"
             "                           GPU i -> GPU j for every ordered pair, needs 2 devices)\n"
-            "  --host pinned|pageable|both   host memory for h2d/d2h (default pinned)\n"
+            "  --host pinned|pageable|registered|both|all\n"
+            "                                host memory for h2d/d2h (default pinned; both:\n"
+            "                                pinned and pageable; all: the three)\n"
             "  --sizes LIST             sizes with K/M/G suffixes (binary)\n"
             "                           (default 8,4K,64K,1M,16M,256M)\n"
             "  --rate-sizes LIST        sizes for the rate test (default: the --sizes up to\n"
@@ -412,10 +415,14 @@ static void parse_options(int argc, char **argv)
                 opt.hosts = 1u << HOST_PINNED;
             else if (strcmp(optarg, "pageable") == 0)
                 opt.hosts = 1u << HOST_PAGEABLE;
-            else if (strcmp(optarg, "both") == 0)
+            else if (strcmp(optarg, "registered") == 0)
+                opt.hosts = 1u << HOST_REGISTERED;
+            else if (strcmp(optarg, "both") == 0) /* kept for compatibility */
                 opt.hosts = (1u << HOST_PINNED) | (1u << HOST_PAGEABLE);
+            else if (strcmp(optarg, "all") == 0)
+                opt.hosts = (1u << HOST_PINNED) | (1u << HOST_PAGEABLE) | (1u << HOST_REGISTERED);
             else
-                die("bad --host '%s' (pinned, pageable or both)", optarg);
+                die("bad --host '%s' (pinned, pageable, registered, both or all)", optarg);
             break;
         case O_SIZES: {
             opt.nsizes = 0;
@@ -598,10 +605,20 @@ static void setup(void)
                 void *p = NULL;
                 if (h == HOST_PINNED) {
                     TD_CHECK(td.cuMemHostAlloc(&p, buf_size, CD_MEMHOSTALLOC_PORTABLE));
-                } else if (posix_memalign(&p, 64, buf_size) != 0) {
+                } else if (posix_memalign(&p, h == HOST_REGISTERED ? 4096 : 64, buf_size) != 0) {
                     die("cannot allocate %zu bytes of host memory", buf_size);
                 }
                 memset(p, role == 0 ? 0x5a : 0x00, buf_size); /* touch every page */
+                if (h == HOST_REGISTERED) {
+                    /* Pinned by cucopy for every context (PORTABLE); the raw
+                     * baseline runs on the same buffer, which it cannot
+                     * register a second time. */
+                    st = cucopy_mem_reg(cctx, p, buf_size, 0, &devs[d].host_memh[h][role]);
+                    if (st != CUCOPY_OK) {
+                        cu_error("cucopy_mem_reg", st);
+                        exit(1);
+                    }
+                }
                 if (role == 0)
                     devs[d].host_src[h] = p;
                 else
@@ -669,6 +686,11 @@ static void teardown(void)
         cu_error("cucopy_ep_destroy", st);
     if ((st = cucopy_iface_close(iface)) != CUCOPY_OK)
         cu_error("cucopy_iface_close", st);
+    for (int d = 0; d < ndev_total; d++)
+        for (int role = 0; role < 2; role++)
+            if ((st = cucopy_mem_dereg(cctx, devs[d].host_memh[HOST_REGISTERED][role])) !=
+                CUCOPY_OK)
+                cu_error("cucopy_mem_dereg", st);
     if ((st = cucopy_context_destroy(cctx)) != CUCOPY_OK)
         cu_error("cucopy_context_destroy", st);
 
@@ -1258,7 +1280,8 @@ static void print_header(void)
     printf("# window %d, iterations %s, warmup %s, target %.3g s per measurement%s\n",
            opt.window, iters, warm, opt.target_s,
            opt.concurrent ? ", bw/rate: all devices at once (aggregate)" : "");
-    printf("# host memory: pinned = cuMemHostAlloc(PORTABLE), pageable = posix_memalign; "
+    printf("# host memory: pinned = cuMemHostAlloc(PORTABLE), pageable = posix_memalign, "
+           "registered = posix_memalign + cucopy_mem_reg (raw runs on the same buffer); "
            "h2d: put, d2h: get\n");
     if (peer_info[0] != '\0')
         printf("# peer access (enabled here for cucopy and raw alike): %s\n", peer_info);
@@ -1266,7 +1289,7 @@ static void print_header(void)
            "lane\n",
            home_label);
     printf("# ratio > 1.0 means cucopy is faster (lat: raw/cucopy; bw, rate: cucopy/raw)\n");
-    printf("%-4s %-4s %-6s %-6s %-8s %6s %11s %11s %-6s %6s %9s %s\n", "test", "dir", "src",
+    printf("%-4s %-4s %-6s %-6s %-10s %6s %11s %11s %-6s %6s %9s %s\n", "test", "dir", "src",
            "dst", "host", "size", "cucopy", "raw", "unit", "ratio", "iters", "status");
     fflush(stdout);
 }
@@ -1308,7 +1331,7 @@ static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
                n, status);
     } else {
         fmt_size(sz, sizeof(sz), m->size);
-        printf("%-4s %-4s %-6s %-6s %-8s %6s %11s %11s %-6s %6s %9ld %s\n",
+        printf("%-4s %-4s %-6s %-6s %-10s %6s %11s %11s %-6s %6s %9ld %s\n",
                test_names[m->test], dir_names[m->dir], src, dst, host, sz, cu, raw,
                test_units[m->test], ratio, n, status);
     }
