@@ -55,7 +55,7 @@ int testdrv_load(void)
     }
     int failed = 0;
 #define CD_ENTRY(name, symbol, version, use, params) \
-    failed |= resolve(gpa2, gpa1, #name, #symbol, version, (use) != CD_OPTIONAL, (void **)&td.name);
+    failed |= resolve(gpa2, gpa1, #name, #symbol, version, (use) == CD_REQUIRED, (void **)&td.name);
 #include "entry_points.h"
 #undef CD_ENTRY
     if (failed)

@@ -25,8 +25,10 @@ struct testdrv {
 /* The driver table, filled by testdrv_load(). */
 extern struct testdrv td;
 
-/* Load the driver, cuInit(0), resolve every entry (optional ones may stay
- * NULL). Returns 0, or -1 with a message on stderr. Idempotent. */
+/* Load the driver, cuInit(0), resolve every entry. The library's required
+ * entries must exist; optional and tests-only ones stay NULL on drivers that
+ * predate them (e.g. cuMemAdvise_v2 before 12.2): check before use.
+ * Returns 0, or -1 with a message on stderr. Idempotent. */
 int testdrv_load(void);
 
 /* The fake driver's control API (tests/fakecuda/fakecuda.h), or NULL on a
