@@ -108,7 +108,7 @@ func (c *Context) MemQuery(addr, length uint64) (MemAttr, error) {
 		case p >= 0:
 			a.PreferredLocation, a.Flags = p, a.Flags|MemFlagPreferred
 		}
-	case info.Type == cudadrv.MemoryTypeDevice:
+	case info.Type == cudadrv.MemoryTypeDevice || info.VMM != 0: // host-located VMM reads as HOST
 		a.Type = MemCUDA
 		a.Device = int(info.Ordinal)
 		switch {

@@ -94,7 +94,8 @@ int cd_mem_query(uint64_t ptr, int32_t ndevices, cd_mem_info *info, cd_err *err)
         cd_leave(pushed, err);
         return err->result == CD_SUCCESS ? 0 : -1;
     }
-    if (info->type == CD_MEMORYTYPE_DEVICE && ctx == NULL) {
+    /* No owner: pool or VMM memory; host-located VMM memory reads as HOST. */
+    if (ctx == NULL && (info->type == CD_MEMORYTYPE_DEVICE || info->type == CD_MEMORYTYPE_HOST)) {
         if (info->pool != 0)
             query_pool(ndevices, info);
         else

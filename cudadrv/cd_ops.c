@@ -79,10 +79,15 @@ static cdResult cd_classify(cdDevicePtr ptr, cd_mem *m)
     return cd.cuPointerGetAttributes(6, attrs, data, ptr);
 }
 
-/* Host memory: CPU-accessible, no GPU needed for a host-to-host copy. */
+/* Host memory: CPU-accessible, no GPU needed for a host-to-host copy.
+ * CUDA-known host memory always has an owning context (cuMemHostAlloc,
+ * cuMemHostRegister), except host-located VMM memory, which the CPU may not
+ * be allowed to touch: that one is copied by a GPU. */
 static int cd_is_host(const cd_mem *m)
 {
-    return !m->managed && m->type != CD_MEMORYTYPE_DEVICE;
+    if (m->managed || m->type == CD_MEMORYTYPE_DEVICE)
+        return 0;
+    return m->type != CD_MEMORYTYPE_HOST || m->ctx != NULL;
 }
 
 /* Device-side memory whose range must lie inside its allocation. */

@@ -550,8 +550,10 @@ cdResult cuMemRangeGetAttribute(void *data, size_t data_size, unsigned int attri
  *   managed      DEVICE, IS_MANAGED 1, its context, the allocating device
  *   host alloc, registered   HOST, the context current at allocation
  *   pool         DEVICE, no context, the pool's device, MEMPOOL_HANDLE
- *   VMM          DEVICE, no context, the location's device (host-located:
- *                CD_DEVICE_INVALID, -2), the mapping as the range
+ *   VMM          DEVICE, no context, the location's device, the mapping as
+ *                the range; host-located VMM: HOST, no context, ordinal 0
+ *                (what driver 580 / CUDA 13.0 answers on H200, seen
+ *                2026-11-30)
  *   unknown      0, no context, -2: plain malloc memory, freed memory of any
  *                kind, a dead context's memory */
 cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, void **data,
@@ -581,6 +583,10 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
                    : CD_MEMORYTYPE_DEVICE;
         managed = a->kind == FK_MEM_MANAGED;
         ordinal = a->device;
+        if (a->kind == FK_MEM_VMM && a->device == CD_DEVICE_INVALID) {
+            type = CD_MEMORYTYPE_HOST;
+            ordinal = 0;
+        }
         start = a->base;
         size = a->size;
         pool = a->pool ? fk_pool_handle(a->pool) : NULL;
