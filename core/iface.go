@@ -482,6 +482,13 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 				i.cpuBytes += c.Len
 			}
 			return st, nil
+		case cudadrv.CopyCPU:
+			if err := cpuCopy(op, c.Dst, c.Src, c.Len); err != nil {
+				return st, err
+			}
+			i.cpuOps++
+			i.cpuBytes += c.Len
+			return cudadrv.CopyDone, nil
 		case cudadrv.CopyJoined:
 			// Folded into the operation's previous piece: its queue entry
 			// and event now stand for both.

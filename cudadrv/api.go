@@ -78,16 +78,17 @@ const (
 type CopyStatus int32
 
 const (
-	CopyDone        CopyStatus = 0 // finished: a CPU copy or a synchronized short copy
-	CopyQueued      CopyStatus = 1 // issued on op.Slot, op.Kind; op.Event recorded after it
-	CopyNeedSlot    CopyStatus = 2 // context op.Ctx (op.CtxID) has no slot
-	CopyNeedStream  CopyStatus = 3 // slot op.Slot lacks the stream of op.Kind
-	CopyNeedEvent   CopyStatus = 4 // slot op.Slot has no free event
-	CopyNeedPrimary CopyStatus = 5 // memory without an owning context on device op.Device (-1 unknown)
-	CopyNeedPeer    CopyStatus = 6 // peer access from op.Slot to op.PeerCtx not tried yet
-	CopyOutOfRange  CopyStatus = 7 // the range crosses the end of its allocation (op.Side 0 src, 1 dst)
-	CopyDriverError CopyStatus = 8 // op.Err names the failed call
-	CopyJoined      CopyStatus = 9 // issued on op.Slot, op.Kind; op.ReuseEvent re-recorded after it
+	CopyDone        CopyStatus = 0  // finished: a CPU copy or a synchronized short copy
+	CopyQueued      CopyStatus = 1  // issued on op.Slot, op.Kind; op.Event recorded after it
+	CopyNeedSlot    CopyStatus = 2  // context op.Ctx (op.CtxID) has no slot
+	CopyNeedStream  CopyStatus = 3  // slot op.Slot lacks the stream of op.Kind
+	CopyNeedEvent   CopyStatus = 4  // slot op.Slot has no free event
+	CopyNeedPrimary CopyStatus = 5  // memory without an owning context on device op.Device (-1 unknown)
+	CopyNeedPeer    CopyStatus = 6  // peer access from op.Slot to op.PeerCtx not tried yet
+	CopyOutOfRange  CopyStatus = 7  // the range crosses the end of its allocation (op.Side 0 src, 1 dst)
+	CopyDriverError CopyStatus = 8  // op.Err names the failed call
+	CopyJoined      CopyStatus = 9  // issued on op.Slot, op.Kind; op.ReuseEvent re-recorded after it
+	CopyCPU         CopyStatus = 10 // both sides are host memory: the caller copies on the CPU
 )
 
 // CallError is a failed driver call as the C side reports it (struct cd_err).

@@ -156,11 +156,11 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
         return CD_COPY_OUT_OF_RANGE;
     }
 
-    /* Both sides CPU-accessible: copy on the CPU, touch no context. */
-    if ((cd_is_host(&src) && cd_is_host(&dst)) || (op->flags & CD_COPY_FORCE_CPU)) {
-        memmove((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src, (size_t)op->len);
-        return CD_COPY_DONE;
-    }
+    /* Both sides CPU-accessible: the caller copies on the CPU (in Go, where
+     * a fault on an unmapped or freed address becomes an error, not a crash);
+     * no context is touched. */
+    if ((cd_is_host(&src) && cd_is_host(&dst)) || (op->flags & CD_COPY_FORCE_CPU))
+        return CD_COPY_CPU;
 
     int status = CD_COPY_DONE;
     int kind;

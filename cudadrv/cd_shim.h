@@ -102,7 +102,8 @@ enum {
     CD_COPY_NEED_PEER = 6,    /* peer access from slot `slot` to `peer_ctx` not tried yet */
     CD_COPY_OUT_OF_RANGE = 7, /* the range crosses the end of its allocation (`side`: 0 src, 1 dst) */
     CD_COPY_DRIVER_ERROR = 8, /* err says which call failed */
-    CD_COPY_JOINED = 9        /* issued on `slot`, `kind`; reuse_event re-recorded after it */
+    CD_COPY_JOINED = 9,       /* issued on `slot`, `kind`; reuse_event re-recorded after it */
+    CD_COPY_CPU = 10          /* both sides are host memory: the caller copies on the CPU */
 };
 
 typedef struct cd_copy_op {

@@ -46,6 +46,8 @@ var (
 	_ [unsafe.Offsetof(C.cd_mem_info{}._type) - unsafe.Offsetof(MemInfo{}.Type)]struct{}
 	_ [unsafe.Offsetof(MemInfo{}.VMMLocationID) - unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id)]struct{}
 	_ [unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id) - unsafe.Offsetof(MemInfo{}.VMMLocationID)]struct{}
+	_ [CopyCPU - C.CD_COPY_CPU]struct{}
+	_ [C.CD_COPY_CPU - CopyCPU]struct{}
 	_ [CopyReuse - C.CD_COPY_REUSE]struct{}
 	_ [C.CD_COPY_REUSE - CopyReuse]struct{}
 )

@@ -58,7 +58,7 @@ typedef enum cucopy_status {
     CUCOPY_INPROGRESS = 1,          /**< Started; completion is reported later. */
     CUCOPY_ERR_INVALID_PARAM = -1,  /**< An argument is invalid (NULL, overflow, unknown flag or field bit). */
     CUCOPY_ERR_INVALID_HANDLE = -2, /**< A handle is NULL, closed, or poisoned by an internal error. */
-    CUCOPY_ERR_NO_MEMORY = -3,      /**< Host memory could not be allocated. */
+    CUCOPY_ERR_NO_MEMORY = -3,      /**< Memory could not be allocated (host memory, or device memory in cucopy_mem_alloc()). */
     CUCOPY_ERR_NO_RESOURCE = -4,    /**< A configured limit is reached; call progress and retry. */
     CUCOPY_ERR_BUSY = -5,           /**< Work is ready (event arm) or the object is still in use. */
     CUCOPY_ERR_UNSUPPORTED = -6,    /**< The driver or memory kind does not support the request. */
@@ -505,7 +505,9 @@ CUCOPY_API cucopy_status_t cucopy_iface_event_arm(cucopy_iface_h iface, unsigned
  * buffers of different contexts runs on the source buffer's context (the
  * driver uses peer access where enabled, its staged path otherwise).
  * Host-to-host copies (pageable or pinned) run on the CPU and complete
- * immediately. Zero-length copies succeed and do nothing.
+ * immediately; an address that is not mapped (freed memory, an invented
+ * pointer) gives ::CUCOPY_ERR_INVALID_PARAM there, not a crash. Zero-length
+ * copies succeed and do nothing.
  *
  * Ordering: zcopy operations of one endpoint with the same (CUDA context,
  * direction) complete in issue order.

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -334,6 +335,50 @@ static void ep_calls(cucopy_iface_h iface, cucopy_ep_h ep, size_t max_iov, uint6
 }
 
 /* Every ep function on an ep that is no longer valid. */
+/*
+ * Addresses that are no memory at all: an unmapped page, freed device memory
+ * (the driver no longer knows it, so it reads as host memory). Copies get a
+ * clear error, the process survives, nothing is copied, and the iface keeps
+ * working.
+ */
+static void freed_pointers(cucopy_iface_h iface, cucopy_ep_h ep)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    char *gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(gone != MAP_FAILED);
+    REQUIRE(munmap(gone, (size_t)page) == 0);
+    char host[BUF];
+    memset(host, FILL, sizeof(host));
+    uint64_t gone_addr = (uint64_t)(uintptr_t)gone;
+    CHECK_STATUS(cucopy_ep_put_short(ep, host, 8, gone_addr), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(cucopy_ep_get_short(ep, host, 8, gone_addr), CUCOPY_ERR_INVALID_PARAM);
+    cucopy_iov_t iov = {host, 8};
+    cucopy_completion_t comp = {NULL, 1, CUCOPY_OK};
+    CHECK_STATUS(cucopy_ep_put_zcopy(ep, &iov, 1, gone_addr, &comp), CUCOPY_ERR_INVALID_PARAM);
+    CHECKF(comp.count == 1 && comp.status == CUCOPY_OK, "a rejected zcopy touched its completion");
+    cucopy_iov_t bad_iov = {gone, 8};
+    CHECK_STATUS(cucopy_ep_get_zcopy(ep, &bad_iov, 1, (uint64_t)(uintptr_t)host, NULL),
+                 CUCOPY_ERR_INVALID_PARAM);
+    CHECKF(host[0] == FILL, "the failed copies changed the destination");
+
+    /* Freed device memory. */
+    struct tc_buf dev;
+    tc_buf_alloc(&dev, TC_MEM_DEV0, BUF);
+    uint64_t freed = dev.dptr;
+    tc_buf_free(&dev);
+    cucopy_status_t st = cucopy_ep_put_short(ep, host, 8, freed);
+    CHECKF(st < 0, "put_short to freed device memory returned %s", tc_status_name(st));
+    st = cucopy_ep_get_short(ep, host, 8, freed);
+    CHECKF(st < 0, "get_short from freed device memory returned %s", tc_status_name(st));
+    CHECKF(cucopy_last_error()[0] != '\0', "no last error after a freed-pointer copy");
+
+    /* Still usable. */
+    char back[BUF];
+    CHECK_STATUS(cucopy_ep_put_short(ep, host, sizeof(host), (uint64_t)(uintptr_t)back), CUCOPY_OK);
+    CHECKF(back[BUF - 1] == FILL, "host copy after the failures");
+    CHECK_STATUS(cucopy_iface_progress(iface) >= 0 ? CUCOPY_OK : CUCOPY_ERR_INTERNAL, CUCOPY_OK);
+}
+
 static void dead_ep(cucopy_ep_h ep, const char *why)
 {
     const int EP = CUCOPY_ERR_INVALID_HANDLE;
@@ -476,6 +521,7 @@ int main(int argc, char **argv)
     struct tc_buf dev;
     tc_buf_alloc(&dev, TC_MEM_DEV0, BUF);
     ep_calls(iface, ep, max_iov, dev.dptr);
+    freed_pointers(iface, ep);
 
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_ERR_BUSY); /* iface still open */
     CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
