@@ -37,6 +37,7 @@ const (
 	_ = uint8(255 + (core.ErrInternal-C.CUCOPY_ERR_INTERNAL)*(core.ErrInternal-C.CUCOPY_ERR_INTERNAL))
 	_ = uint8(255 + (core.ErrOutOfRange-C.CUCOPY_ERR_OUT_OF_RANGE)*(core.ErrOutOfRange-C.CUCOPY_ERR_OUT_OF_RANGE))
 	_ = uint8(255 + (core.ErrAlreadyExists-C.CUCOPY_ERR_ALREADY_EXISTS)*(core.ErrAlreadyExists-C.CUCOPY_ERR_ALREADY_EXISTS))
+	_ = uint8(255 + (core.ErrCanceled-C.CUCOPY_ERR_CANCELED)*(core.ErrCanceled-C.CUCOPY_ERR_CANCELED))
 	_ = uint8(255 + (core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI)*(core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI))
 	_ = uint8(255 + (core.LogTrace-C.CUCOPY_LOG_TRACE)*(core.LogTrace-C.CUCOPY_LOG_TRACE))
 	_ = uint8(255 + (core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP)*(core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP))
@@ -372,6 +373,13 @@ func cucopyGoIfaceEventArm(h C.uint64_t, events C.unsigned) C.int {
 			setLastError("iface_event_arm: completions are ready; call cucopy_iface_progress")
 		}
 		return result(st, err)
+	})
+}
+
+//export cucopyGoIfaceReleaseContext
+func cucopyGoIfaceReleaseContext(h C.uint64_t, id C.uint64_t) C.int {
+	return call(ifaces, h, "iface_release_context", func(iface *core.Iface) C.int {
+		return result(core.OK, iface.ReleaseContext(uint64(id)))
 	})
 }
 

@@ -101,6 +101,8 @@ const char *cucopy_status_string(cucopy_status_t status)
         return "CUCOPY_ERR_OUT_OF_RANGE: range crosses the end of its allocation";
     case CUCOPY_ERR_ALREADY_EXISTS:
         return "CUCOPY_ERR_ALREADY_EXISTS: range already registered";
+    case CUCOPY_ERR_CANCELED:
+        return "CUCOPY_ERR_CANCELED: canceled, its CUDA context was reset";
     }
     return "unknown status";
 }
@@ -290,4 +292,10 @@ cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh)
 {
     GUARD("mem_dereg");
     return memh == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoMemDereg(H(ctx), H(memh));
+}
+
+cucopy_status_t cucopy_iface_release_context(cucopy_iface_h iface, uint64_t cuda_ctx_id)
+{
+    GUARD("iface_release_context");
+    return (cucopy_status_t)cucopyGoIfaceReleaseContext(H(iface), cuda_ctx_id);
 }

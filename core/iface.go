@@ -69,6 +69,7 @@ type ctxResources struct {
 	id          uint64
 	device      int
 	ownsPrimary bool // we hold a retain on ctx, the device's primary context
+	dead        bool // a tombstone: the context was released or ended
 	events      int  // events created (in queues, free, or in the slot)
 	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
@@ -243,7 +244,11 @@ func (i *Iface) Progress() (int, error) {
 				continue
 			}
 			seg := q.segment(int(i.params.MaxPoll))
-			done, err := i.drv.QueryEvents(r.ctx, seg)
+			done, err := i.drv.QueryEvents(r.inc(), seg)
+			if err == cudadrv.ErrContextGone {
+				completed += i.dropped(s)
+				break
+			}
 			for j := 0; j < done; j++ {
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
@@ -271,6 +276,14 @@ func (i *Iface) Progress() (int, error) {
 	}
 	i.completeFlushes()
 	return completed, nil
+}
+
+// dropped drops slot s, whose incarnation ended, and says how many
+// operations that completed (canceled).
+func (i *Iface) dropped(s int) int {
+	before := len(i.ready) - i.readyAt
+	i.dropSlot(s, ErrCanceled)
+	return len(i.ready) - i.readyAt - before
 }
 
 // NextReady takes the oldest completion waiting to run. The caller runs it
@@ -393,7 +406,11 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 			if q.count == 0 {
 				continue
 			}
-			busy, err := i.drv.Arm(r.ctx, i.slots[s].Stream[k], q.events[q.head], fd)
+			busy, err := i.drv.Arm(r.inc(), i.slots[s].Stream[k], q.events[q.head], fd)
+			if err == cudadrv.ErrContextGone {
+				i.dropped(s)
+				return ErrBusy, nil // its canceled operations are ready
+			}
 			if err != nil {
 				return ErrCUDA, driverError("iface_event_arm", fmt.Sprintf("device %d", r.device), err)
 			}
@@ -423,7 +440,15 @@ func (i *Iface) addSlot(ctx cudadrv.Context, id uint64) (int, error) {
 			}
 		}
 	}
-	i.slots = append(i.slots, cudadrv.Slot{CtxID: id, Ctx: ctx, Device: int32(dev)})
+	slot := cudadrv.Slot{CtxID: id, Ctx: ctx, Device: int32(dev)}
+	for s := range i.res {
+		if i.res[s].dead {
+			i.slots[s], i.res[s] = slot, r
+			logf(LogDebug, "new context: device %d, context id %d, slot %d (reused)", dev, id, s)
+			return s, nil
+		}
+	}
+	i.slots = append(i.slots, slot)
 	i.res = append(i.res, r)
 	logf(LogDebug, "new context: device %d, context id %d, slot %d", dev, id, len(i.slots)-1)
 	return len(i.slots) - 1, nil
@@ -606,59 +631,20 @@ func (i *Iface) Close() error {
 		return errorf(ErrHandle, "iface_close", "iface is already closed")
 	}
 	i.closed = true
-	var errs []error
-	note := func(what string, dev int, err error) {
-		var r *cudadrv.Result
-		if errors.As(err, &r) && r.Code == cudadrv.ErrorDeinitialized {
-			return // process exit: the driver is already gone
-		}
-		errs = append(errs, fmt.Errorf("%s on device %d: %w", what, dev, err))
-	}
-	for s, r := range i.res {
-		slot := &i.slots[s]
-		for k, stream := range slot.Stream {
-			if stream == 0 {
-				continue
-			}
-			if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil {
-				note("synchronizing a stream", r.device, err)
-			}
-			if err := i.drv.StreamDestroy(r.ctx, stream); err != nil {
-				note("destroying a stream", r.device, err)
-			}
-			slot.Stream[k] = 0
-		}
-		events := r.free
-		if slot.Event != 0 {
-			events = append(events, slot.Event)
-		}
-		for k := range r.queues {
-			q := &r.queues[k]
-			for q.count > 0 {
-				ev, _ := q.pop()
-				events = append(events, ev)
-			}
-		}
-		for _, ev := range events {
-			if err := i.drv.EventDestroy(r.ctx, ev); err != nil {
-				note("destroying an event", r.device, err)
-			}
-		}
-		if r.ownsPrimary {
-			if err := i.drv.PrimaryRelease(r.device); err != nil {
-				note("releasing the primary context", r.device, err)
-			}
-		}
-	}
-	for dev, p := range i.primary {
-		if p != 0 {
-			if err := i.drv.PrimaryRelease(dev); err != nil {
-				note("releasing the primary context", dev, err)
-			}
-		}
-	}
 	if i.ctx.cfg.Stats {
 		i.printStats()
+	}
+	var errs []error
+	for s := range i.res {
+		errs = append(errs, i.releaseSlot(s)...)
+	}
+	i.ready, i.readyAt, i.flushes = nil, 0, nil // pending completions are dropped
+	for dev, p := range i.primary {
+		if p != 0 {
+			if err := i.drv.PrimaryRelease(dev); err != nil && !deinitialized(err) {
+				errs = append(errs, fmt.Errorf("releasing the primary context on device %d: %w", dev, err))
+			}
+		}
 	}
 	if i.fd >= 0 {
 		unix.Close(i.fd)
@@ -673,10 +659,141 @@ func (i *Iface) Close() error {
 	return nil
 }
 
+// deinitialized says the driver is already gone (process exit): not an error.
+func deinitialized(err error) bool {
+	var r *cudadrv.Result
+	return errors.As(err, &r) && r.Code == cudadrv.ErrorDeinitialized
+}
+
+// inc is the context's incarnation as the driver layer checks it.
+func (r *ctxResources) inc() cudadrv.Incarnation {
+	dev := -1
+	if r.ownsPrimary {
+		dev = r.device
+	}
+	return cudadrv.Incarnation{Ctx: r.ctx, ID: r.id, PrimaryDevice: dev}
+}
+
+// releaseSlot waits for slot s's copies, destroys its streams and events,
+// gives back its primary-context retain and leaves a tombstone that no
+// context matches. Pieces in flight complete normally. If the context's
+// incarnation has ended (a reset), nothing is called on it: see dropSlot.
+func (i *Iface) releaseSlot(s int) []error {
+	r := i.res[s]
+	if r.dead {
+		return nil
+	}
+	if r.ownsPrimary && i.drv.Gone(r.inc()) {
+		i.dropSlot(s, ErrCanceled)
+		return nil
+	}
+	var errs []error
+	note := func(what string, err error) {
+		if err != nil && !deinitialized(err) {
+			errs = append(errs, fmt.Errorf("%s on device %d: %w", what, r.device, err))
+		}
+	}
+	slot := &i.slots[s]
+	for _, stream := range slot.Stream {
+		if stream != 0 {
+			note("synchronizing a stream", i.drv.StreamSynchronize(r.ctx, stream))
+			note("destroying a stream", i.drv.StreamDestroy(r.ctx, stream))
+		}
+	}
+	events := r.free
+	if slot.Event != 0 {
+		events = append(events, slot.Event)
+	}
+	for k := range r.queues {
+		q := &r.queues[k]
+		for q.count > 0 {
+			ev, op := q.pop()
+			events = append(events, ev)
+			i.finishPiece(op, OK) // its stream was synchronized
+		}
+	}
+	for _, ev := range events {
+		note("destroying an event", i.drv.EventDestroy(r.ctx, ev))
+	}
+	if r.ownsPrimary {
+		note("releasing the primary context", i.drv.PrimaryRelease(r.device))
+	}
+	i.bury(s)
+	return errs
+}
+
+// dropSlot forgets slot s of a context whose incarnation ended, without a
+// single call on it: its pieces in flight fail with st, its streams and
+// events die with the context.
+func (i *Iface) dropSlot(s int, st Status) {
+	r := i.res[s]
+	pieces := 0
+	for k := range r.queues {
+		q := &r.queues[k]
+		for q.count > 0 {
+			_, op := q.pop()
+			i.finishPiece(op, st)
+			pieces++
+		}
+	}
+	logf(LogInfo, "context id %d of device %d ended (reset, or the driver deinitialized): %d piece(s) in flight canceled, its streams and events dropped without driver calls", r.id, r.device, pieces)
+	if r.ownsPrimary {
+		// Allowed after a reset: "it is safe ... to call cuDevicePrimaryCtxRelease() even after resetting".
+		if err := i.drv.PrimaryRelease(r.device); err != nil && !deinitialized(err) {
+			logf(LogInfo, "releasing the primary context of device %d after its reset: %v", r.device, err)
+		}
+	}
+	i.bury(s)
+}
+
+// bury turns slot s into a tombstone: no context matches it, its index stays
+// valid for the queue entries and flushes that named it (they are settled),
+// and addSlot reuses it.
+func (i *Iface) bury(s int) {
+	kept := i.flushes[:0]
+	for _, f := range i.flushes {
+		targets := f.targets[:0]
+		for _, t := range f.targets {
+			if t.slot != s {
+				targets = append(targets, t)
+			}
+		}
+		f.targets = targets
+		kept = append(kept, f)
+	}
+	i.flushes = kept
+	i.completeFlushes()
+	i.slots[s] = cudadrv.Slot{}
+	i.res[s] = &ctxResources{dead: true, device: i.res[s].device}
+}
+
+// ReleaseContext releases, now, everything the iface holds in the context
+// with id (cucopy_iface_release_context): call it before destroying a
+// context the program created. Copies in flight there complete first. An id
+// the iface holds nothing for is not an error.
+func (i *Iface) ReleaseContext(id uint64) error {
+	i.lock()
+	defer i.unlock()
+	if i.closed {
+		return errorf(ErrHandle, "iface_release_context", "iface is closed")
+	}
+	for s, r := range i.res {
+		if !r.dead && r.id == id {
+			if errs := i.releaseSlot(s); len(errs) > 0 {
+				return &Error{Status: ErrCUDA, Op: "iface_release_context", Msg: fmt.Sprintf("context id %d", id), Err: errors.Join(errs...)}
+			}
+		}
+	}
+	return nil
+}
+
 func (i *Iface) printStats() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cucopy stats: iface closed; cpu copies %d (%d bytes)\n", i.cpuOps, i.cpuBytes)
 	for _, r := range i.res {
+		if r.dead {
+			continue
+		}
 		fmt.Fprintf(&b, "  device %d context id %d: events %d", r.device, r.id, r.events)
 		for k := 0; k < cudadrv.NumKinds; k++ {
 			if r.ops[k] > 0 {

@@ -505,11 +505,10 @@ func TestProgramReleasesPrimary(t *testing.T) {
 	assert.Zero(t, r.drv.PrimaryRetains(0))
 }
 
-// Brief §4 "Contexts that go away": a context the program destroyed must
-// never be touched again (its streams and events are dropped without driver
-// calls on it).
+// Brief §4 "Contexts that go away": a context the program created is
+// released through ReleaseContext before the program destroys it; then
+// nothing is ever called on it again.
 func TestDestroyedUserContextNotTouched(t *testing.T) {
-	t.Skip("known limit, docs/design.md: destroyed/reset contexts are issue 4; Close syncs/destroys the dead context's stream and event")
 	r := newRig(t, 2)
 	user := r.drv.CreateContext(1)
 	udev, host := r.drv.AllocCtx(user, 64), r.drv.Pageable(64)
@@ -517,6 +516,9 @@ func TestDestroyedUserContextNotTouched(t *testing.T) {
 	r.drv.Run()
 	_, comps := r.progress()
 	require.Equal(t, []done{{1, 0}}, comps)
+	streams := r.drv.LiveStreams()
+	require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(user)))
+	assert.Equal(t, streams-1, r.drv.LiveStreams(), "the released context's stream is destroyed")
 	r.drv.DestroyContext(user)
 	dev0 := r.drv.AllocDevice(0, 64)
 	require.Equal(t, core.InProgress, r.put(host, dev0, 8, 2))
@@ -532,7 +534,6 @@ func TestDestroyedUserContextNotTouched(t *testing.T) {
 // Brief §4: a reset primary context gets a new id; the stale resources are
 // never used and the new incarnation gets fresh ones.
 func TestResetPrimaryNotTouched(t *testing.T) {
-	t.Skip("known limit, docs/design.md: destroyed/reset contexts are issue 4; Close syncs/destroys the stale incarnation's stream and event")
 	r := newRig(t, 1)
 	dev, host := r.drv.AllocDevice(0, 64), r.drv.Pageable(64)
 	require.Equal(t, core.InProgress, r.put(host, dev, 8, 1))
@@ -738,4 +739,70 @@ func TestArmDriverError(t *testing.T) {
 	st, err = r.ifc.Arm(core.EventSendComp)
 	require.NoError(t, err)
 	assert.Equal(t, core.OK, st)
+}
+
+// A reset with pieces in flight cancels them: their operations complete with
+// ErrCanceled, nothing is called on the dead incarnation, other devices go on.
+func TestResetCancelsPiecesInFlight(t *testing.T) {
+	r := newRig(t, 2)
+	dev0, dev1, host := r.drv.AllocDevice(0, 64), r.drv.AllocDevice(1, 64), r.drv.Pageable(64)
+	require.Equal(t, core.InProgress, r.put(host, dev0, 8, 1))
+	require.Equal(t, core.InProgress, r.put(host, dev1, 8, 2))
+	st, err := r.ifc.Flush("iface_flush", 3)
+	require.NoError(t, err)
+	require.Equal(t, core.InProgress, st)
+	require.Equal(t, 2, r.drv.PrimaryRetains(0), "the program's retain and the library's")
+	r.drv.ResetPrimary(0)
+	r.drv.Run()
+	n, comps := r.progress()
+	assert.Equal(t, 2, n)
+	assert.ElementsMatch(t, []done{{1, core.ErrCanceled}, {2, core.OK}, {3, core.OK}}, comps)
+	assert.Equal(t, done{3, core.OK}, comps[len(comps)-1], "the flush completes after both operations")
+	assert.Empty(t, r.drv.Violations())
+	assert.Equal(t, 1, r.drv.PrimaryRetains(0), "the library's retain on the reset primary was given back")
+
+	// The program brings device 0 back: a fresh slot in the new incarnation.
+	dev0 = r.drv.AllocDevice(0, 64)
+	require.Equal(t, core.InProgress, r.put(host, dev0, 8, 4))
+	r.drv.Run()
+	_, comps = r.progress()
+	assert.Equal(t, []done{{4, core.OK}}, comps)
+}
+
+// Arm on a reset context reports the canceled work as ready.
+func TestArmAfterReset(t *testing.T) {
+	r := newRig(t, 1)
+	dev, host := r.drv.AllocDevice(0, 64), r.drv.Pageable(64)
+	require.Equal(t, core.InProgress, r.put(host, dev, 8, 1))
+	r.drv.ResetPrimary(0)
+	st, err := r.ifc.Arm(core.EventSendComp)
+	require.NoError(t, err)
+	assert.Equal(t, core.ErrBusy, st)
+	assert.Equal(t, []done{{1, core.ErrCanceled}}, r.ready())
+	assert.Empty(t, r.drv.Violations())
+}
+
+// ReleaseContext with pieces in flight waits for them: they complete OK,
+// a flush that named the context completes, and the slot is reused.
+func TestReleaseContextInFlight(t *testing.T) {
+	r := newRig(t, 2)
+	user := r.drv.CreateContext(1)
+	udev, host := r.drv.AllocCtx(user, 64), r.drv.Pageable(64)
+	want := fill(r.drv, host, 64, 5)
+	require.Equal(t, core.InProgress, r.put(host, udev, 64, 1))
+	st, err := r.ifc.Flush("iface_flush", 2)
+	require.NoError(t, err)
+	require.Equal(t, core.InProgress, st)
+	require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(user)))
+	eqBytes(t, want, r.drv.Bytes(udev, 64), "the copy finished before the release returned")
+	assert.Equal(t, []done{{1, core.OK}, {2, core.OK}}, r.ready())
+	assert.Zero(t, r.drv.LiveEvents()+r.drv.LiveStreams(), "everything of the context is gone")
+	require.NoError(t, r.ifc.ReleaseContext(12345), "an unknown id is not an error")
+	r.drv.DestroyContext(user)
+
+	dev0 := r.drv.AllocDevice(0, 64)
+	require.Equal(t, core.InProgress, r.put(host, dev0, 8, 3))
+	r.drv.Run()
+	_, comps := r.progress()
+	assert.Equal(t, []done{{3, core.OK}}, comps)
 }

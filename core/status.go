@@ -32,6 +32,7 @@ const (
 	ErrInternal      Status = -11
 	ErrOutOfRange    Status = -12
 	ErrAlreadyExists Status = -13
+	ErrCanceled      Status = -14
 )
 
 // Error is every error core returns: a status for the C caller and a

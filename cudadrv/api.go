@@ -9,7 +9,10 @@
 // cgo once. Interface is what the core depends on; tests substitute a Go fake.
 package cudadrv
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Context, Stream and Event are driver handles (CUcontext, CUstream,
 // CUevent). They are opaque integers on the Go side and never dereferenced.
@@ -195,6 +198,21 @@ const (
 	ErrorHostMemoryNotRegistered     = 713
 )
 
+// Incarnation is one life of a CUDA context. For a primary context
+// (PrimaryDevice >= 0) the driver layer checks, before any call on it, that
+// the device's primary context is still active under ID: a reset ends an
+// incarnation, and nothing is then called on its streams or events. A
+// context the program owns (PrimaryDevice -1) is not checked: the program
+// says it goes away with cucopy_iface_release_context.
+type Incarnation struct {
+	Ctx           Context
+	ID            uint64
+	PrimaryDevice int
+}
+
+// ErrContextGone reports an incarnation that ended: nothing was called on it.
+var ErrContextGone = errors.New("the CUDA context was reset or the driver deinitialized")
+
 // Capability is an optional driver entry point and whether the loaded driver has it.
 type Capability struct {
 	Name    string
@@ -253,10 +271,14 @@ type Interface interface {
 	// and issues nothing. primary holds the retained primary context of each
 	// device (0 if none), len(primary) == op.NDevices.
 	Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus
-	// QueryEvents queries events in order (with ctx current) and returns
-	// how many leading ones completed; err is set when a query failed.
-	QueryEvents(ctx Context, events []Event) (done int, err error)
+	// QueryEvents queries events in order (with the context current) and
+	// returns how many leading ones completed; err is set when a query
+	// failed, ErrContextGone when the incarnation ended (nothing queried).
+	QueryEvents(inc Incarnation, events []Event) (done int, err error)
 	// Arm returns busy when head already completed; otherwise it makes the
 	// driver write to fd once stream reaches its current end.
-	Arm(ctx Context, stream Stream, head Event, fd int) (busy bool, err error)
+	// ErrContextGone as for QueryEvents.
+	Arm(inc Incarnation, stream Stream, head Event, fd int) (busy bool, err error)
+	// Gone reports whether the incarnation ended (see Incarnation).
+	Gone(inc Incarnation) bool
 }

@@ -240,12 +240,47 @@ out:
     return CD_COPY_DRIVER_ERROR;
 }
 
-int32_t cd_query_events(uintptr_t ctx, const uintptr_t *events, int32_t n, cd_err *err)
+/*
+ * Whether the incarnation (ctx, id) of device dev's primary context has ended
+ * (dev < 0: a context the program owns; it says so with
+ * cucopy_iface_release_context, nothing is checked). A reset leaves the
+ * primary context inactive, or active again under a new id; the primary
+ * context's handle itself persists, so asking it for its id is safe. Only
+ * device-level calls and that one are made: never anything on the dead
+ * incarnation's streams or events. A deinitialized driver ends everything.
+ */
+int cd_incarnation_gone(uintptr_t ctx, uint64_t id, int32_t dev)
+{
+    unsigned int flags = 0;
+    int active = 0;
+    unsigned long long now = 0;
+    if (dev < 0)
+        return 0;
+    if (cd.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CD_SUCCESS || !active)
+        return 1;
+    if (cd.cuCtxGetId == NULL)
+        return 0; /* pre-12: a re-activated incarnation is not told apart (see design.md) */
+    return cd.cuCtxGetId((cdContext)ctx, &now) != CD_SUCCESS || now != id;
+}
+
+static int32_t cd_gone(cd_err *err)
+{
+    err->entry = CD_ENTRY_GONE;
+    err->result = CD_ERROR_CONTEXT_IS_DESTROYED;
+    return -1;
+}
+
+int32_t cd_query_events(uintptr_t ctx, uint64_t id, int32_t primary_dev, const uintptr_t *events,
+                        int32_t n, cd_err *err)
 {
     int pushed = 0;
     int32_t done = 0;
     err->entry = -1;
     err->result = CD_SUCCESS;
+    if (cd_incarnation_gone(ctx, id, primary_dev)) {
+        cd_gone(err);
+        return 0;
+    }
     if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
         return 0;
     for (; done < n; done++) {
@@ -270,12 +305,15 @@ static void cd_notify_fd(void *user_data)
     (void)n; /* EAGAIN: the counter is already non-zero, the fd already readable */
 }
 
-int32_t cd_arm(uintptr_t ctx, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err)
+int32_t cd_arm(uintptr_t ctx, uint64_t id, int32_t primary_dev, uintptr_t stream,
+               uintptr_t head_event, int32_t fd, cd_err *err)
 {
     int pushed = 0;
     int32_t busy = 0;
     err->entry = -1;
     err->result = CD_SUCCESS;
+    if (cd_incarnation_gone(ctx, id, primary_dev))
+        return cd_gone(err);
     if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
         return -1;
     cdResult r = cd.cuEventQuery((cdEvent)head_event);

@@ -136,8 +136,14 @@ cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err);
 void cd_leave(int pushed, cd_err *err);
 
 /* Progress and event fd. */
-int32_t cd_query_events(uintptr_t ctx, const uintptr_t *events, int32_t n, cd_err *err);
-int32_t cd_arm(uintptr_t ctx, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err);
+/* cd_err.entry of a context whose incarnation ended (reset, driver gone):
+ * nothing was called on it. */
+#define CD_ENTRY_GONE (-2)
+int cd_incarnation_gone(uintptr_t ctx, uint64_t id, int32_t dev);
+int32_t cd_query_events(uintptr_t ctx, uint64_t id, int32_t primary_dev, const uintptr_t *events,
+                        int32_t n, cd_err *err);
+int32_t cd_arm(uintptr_t ctx, uint64_t id, int32_t primary_dev, uintptr_t stream,
+               uintptr_t head_event, int32_t fd, cd_err *err);
 
 /* Cold paths: resources and queries. Each returns 0 or sets *err and returns -1. */
 int cd_ctx_current(uintptr_t *ctx, cd_err *err);

@@ -294,25 +294,39 @@ func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus {
 	return CopyStatus(C.cd_copy(sp, C.int32_t(len(slots)), pp, (*C.cd_copy_op)(unsafe.Pointer(op))))
 }
 
-func (d *driver) QueryEvents(ctx Context, events []Event) (int, error) {
+// callError is Error, with ErrContextGone for an ended incarnation.
+func (d *driver) callError(e C.cd_err) error {
+	if e.entry == C.CD_ENTRY_GONE {
+		return ErrContextGone
+	}
+	return d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+}
+
+func (d *driver) QueryEvents(inc Incarnation, events []Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	var e C.cd_err
-	n := C.cd_query_events(C.uintptr_t(ctx), (*C.uintptr_t)(unsafe.Pointer(&events[0])), C.int32_t(len(events)), &e)
+	n := C.cd_query_events(C.uintptr_t(inc.Ctx), C.uint64_t(inc.ID), C.int32_t(inc.PrimaryDevice),
+		(*C.uintptr_t)(unsafe.Pointer(&events[0])), C.int32_t(len(events)), &e)
 	if e.result != 0 {
-		return int(n), d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+		return int(n), d.callError(e)
 	}
 	return int(n), nil
 }
 
-func (d *driver) Arm(ctx Context, stream Stream, head Event, fd int) (bool, error) {
+func (d *driver) Arm(inc Incarnation, stream Stream, head Event, fd int) (bool, error) {
 	var e C.cd_err
-	rc := C.cd_arm(C.uintptr_t(ctx), C.uintptr_t(stream), C.uintptr_t(head), C.int32_t(fd), &e)
+	rc := C.cd_arm(C.uintptr_t(inc.Ctx), C.uint64_t(inc.ID), C.int32_t(inc.PrimaryDevice),
+		C.uintptr_t(stream), C.uintptr_t(head), C.int32_t(fd), &e)
 	if rc < 0 {
-		return false, d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+		return false, d.callError(e)
 	}
 	return rc == 1, nil
+}
+
+func (d *driver) Gone(inc Incarnation) bool {
+	return C.cd_incarnation_gone(C.uintptr_t(inc.Ctx), C.uint64_t(inc.ID), C.int32_t(inc.PrimaryDevice)) != 0
 }
 
 func (d *driver) DeviceUUID(dev int) ([16]byte, error) {

@@ -94,6 +94,7 @@ module cucopy
   integer(c_int), parameter :: CUCOPY_ERR_INTERNAL = -11
   integer(c_int), parameter :: CUCOPY_ERR_OUT_OF_RANGE = -12
   integer(c_int), parameter :: CUCOPY_ERR_ALREADY_EXISTS = -13
+  integer(c_int), parameter :: CUCOPY_ERR_CANCELED = -14
 
   ! ------------------------------------------ cucopy_context_params_t
   ! Field bits are integer(c_int64_t), like field_mask: ior() them directly.
@@ -448,6 +449,16 @@ module cucopy
       integer(c_int), value :: events
       integer(c_int) :: status
     end function cucopy_iface_event_arm
+
+    ! Release one CUDA context's resources now (before destroying a
+    ! context the program created); cuda_ctx_id from cuCtxGetId.
+    function cucopy_iface_release_context(iface, cuda_ctx_id) &
+        bind(C, name="cucopy_iface_release_context") result(status)
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: iface
+      integer(c_int64_t), value :: cuda_ctx_id
+      integer(c_int) :: status
+    end function cucopy_iface_release_context
 
     ! ---------------------------------------------------- endpoint
     function cucopy_ep_create(iface, ep_p) bind(C, name="cucopy_ep_create") result(status)

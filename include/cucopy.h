@@ -68,7 +68,8 @@ typedef enum cucopy_status {
     CUCOPY_ERR_FORKED = -10,        /**< Called in a child process after fork(). */
     CUCOPY_ERR_INTERNAL = -11,      /**< An internal error (a bug); the handle is poisoned. */
     CUCOPY_ERR_OUT_OF_RANGE = -12,  /**< An address range crosses the end of its allocation. */
-    CUCOPY_ERR_ALREADY_EXISTS = -13 /**< The range is already registered (by cucopy or the program). */
+    CUCOPY_ERR_ALREADY_EXISTS = -13, /**< The range is already registered (by cucopy or the program). */
+    CUCOPY_ERR_CANCELED = -14        /**< Canceled: its CUDA context was reset (or the driver unloaded) while it ran. */
 } cucopy_status_t;
 
 /** Opaque handles. */
@@ -494,6 +495,26 @@ enum {
  *         without a current CUDA context, for work on any number of devices.
  */
 CUCOPY_API cucopy_status_t cucopy_iface_event_arm(cucopy_iface_h iface, unsigned events);
+
+/**
+ * Release, now, everything the iface holds in one CUDA context: its streams,
+ * events and the retain cucopy holds on it. Copies in flight there are waited
+ * for and complete normally (their callbacks run at the next progress).
+ *
+ * A program that destroys a context it created (cuCtxCreate) must call this
+ * first on every iface that copied with memory of that context: cucopy cannot
+ * tell a destroyed context's handle from a live one without undefined
+ * behaviour. Primary contexts need no call: cucopy holds a retain on them, and
+ * a reset (cuDevicePrimaryCtxReset, cudaDeviceReset, acc_shutdown) is
+ * detected before any call on the dead incarnation; copies then in flight
+ * complete with ::CUCOPY_ERR_CANCELED.
+ *
+ * @param cuda_ctx_id the context's id from cuCtxGetId (CUDA >= 12; also
+ *        cucopy_mem_attr_t::context_id); on drivers without cuCtxGetId, the
+ *        CUcontext handle's value. An id the iface holds nothing for is OK.
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_release_context(cucopy_iface_h iface,
+                                                        uint64_t cuda_ctx_id);
 /**@}*/
 
 /** @name Endpoint: copies

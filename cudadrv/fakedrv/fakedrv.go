@@ -881,10 +881,31 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	return cudadrv.CopyQueued
 }
 
-// QueryEvents is cd_query_events.
-func (d *Driver) QueryEvents(ctx cudadrv.Context, events []cudadrv.Event) (int, error) {
+// gone is cd_incarnation_gone: device-level state and the primary
+// handle's id only.
+func (d *Driver) gone(inc cudadrv.Incarnation) bool {
+	if inc.PrimaryDevice < 0 {
+		return false
+	}
+	c := d.ctxs[d.primary[inc.PrimaryDevice]]
+	return !c.alive || (d.hasCtxID && c.id != inc.ID)
+}
+
+// Gone is cd_incarnation_gone.
+func (d *Driver) Gone(inc cudadrv.Incarnation) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.gone(inc)
+}
+
+// QueryEvents is cd_query_events.
+func (d *Driver) QueryEvents(inc cudadrv.Incarnation, events []cudadrv.Event) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gone(inc) {
+		return 0, cudadrv.ErrContextGone
+	}
+	ctx := inc.Ctx
 	c, err := d.live("QueryEvents", ctx)
 	if err != nil {
 		return 0, err
@@ -914,9 +935,13 @@ func (d *Driver) popFault() error {
 }
 
 // Arm is cd_arm.
-func (d *Driver) Arm(ctx cudadrv.Context, stream cudadrv.Stream, head cudadrv.Event, fd int) (bool, error) {
+func (d *Driver) Arm(inc cudadrv.Incarnation, stream cudadrv.Stream, head cudadrv.Event, fd int) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.gone(inc) {
+		return false, cudadrv.ErrContextGone
+	}
+	ctx := inc.Ctx
 	c, err := d.live("Arm", ctx)
 	if err != nil {
 		return false, err

@@ -31,6 +31,7 @@ static const struct status_name statuses[] = {
     STATUS(CUCOPY_ERR_INTERNAL),
     STATUS(CUCOPY_ERR_OUT_OF_RANGE),
     STATUS(CUCOPY_ERR_ALREADY_EXISTS),
+    STATUS(CUCOPY_ERR_CANCELED),
 };
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 

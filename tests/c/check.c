@@ -173,6 +173,7 @@ const char *tc_status_name(int status)
     case CUCOPY_ERR_INTERNAL: return "CUCOPY_ERR_INTERNAL";
     case CUCOPY_ERR_OUT_OF_RANGE: return "CUCOPY_ERR_OUT_OF_RANGE";
     case CUCOPY_ERR_ALREADY_EXISTS: return "CUCOPY_ERR_ALREADY_EXISTS";
+    case CUCOPY_ERR_CANCELED: return "CUCOPY_ERR_CANCELED";
     default: return status > 0 ? "a positive count" : "an unknown status";
     }
 }

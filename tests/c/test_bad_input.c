@@ -32,7 +32,7 @@
 
 static void status_strings(void)
 {
-    for (int s = CUCOPY_ERR_ALREADY_EXISTS; s <= CUCOPY_INPROGRESS; s++) {
+    for (int s = CUCOPY_ERR_CANCELED; s <= CUCOPY_INPROGRESS; s++) {
         const char *str = cucopy_status_string((cucopy_status_t)s);
         const char *name = tc_status_name(s);
         size_t n = strlen(name);
@@ -40,7 +40,7 @@ static void status_strings(void)
                "cucopy_status_string(%d) = \"%s\", expected it to start with %s", s,
                str != NULL ? str : "(NULL)", name);
     }
-    const int unknown[] = {2, 7, CUCOPY_ERR_ALREADY_EXISTS - 1, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {2, 7, CUCOPY_ERR_CANCELED - 1, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         const char *str = cucopy_status_string((cucopy_status_t)unknown[i]);
         CHECKF(str != NULL && strcmp(str, "unknown status") == 0,
