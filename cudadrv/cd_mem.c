@@ -133,49 +133,25 @@ int cd_mem_alloc(uintptr_t ctx, int32_t kind, uint64_t bytes, uint64_t *ptr, cd_
     return err->result == CD_SUCCESS ? 0 : -1;
 }
 
+static cdResult free_kind(int32_t kind, uint64_t ptr)
+{
+    return kind == CD_MEM_HOST ? cd.cuMemFreeHost((void *)(uintptr_t)ptr) : cd.cuMemFree(ptr);
+}
+
 int cd_mem_free(uintptr_t ctx, int32_t kind, uint64_t ptr, cd_err *err)
 {
-    int pushed = 0;
-    cdResult r;
-    err->entry = -1;
-    err->result = CD_SUCCESS;
-    if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
-        return -1;
-    if (kind == CD_MEM_HOST) {
-        if ((r = cd.cuMemFreeHost((void *)(uintptr_t)ptr)) != CD_SUCCESS)
-            CD_FAIL(err, CD_IDX_cuMemFreeHost, r);
-    } else if ((r = cd.cuMemFree(ptr)) != CD_SUCCESS) {
-        CD_FAIL(err, CD_IDX_cuMemFree, r);
-    }
-    cd_leave(pushed, err);
-    return err->result == CD_SUCCESS ? 0 : -1;
+    CD_IN_CTX(ctx, err, kind == CD_MEM_HOST ? CD_IDX_cuMemFreeHost : CD_IDX_cuMemFree,
+              free_kind(kind, ptr));
 }
 
 int cd_host_register(uintptr_t ctx, uint64_t ptr, uint64_t bytes, cd_err *err)
 {
-    int pushed = 0;
-    cdResult r;
-    err->entry = -1;
-    err->result = CD_SUCCESS;
-    if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
-        return -1;
-    if ((r = cd.cuMemHostRegister((void *)(uintptr_t)ptr, (size_t)bytes,
-                                  CD_MEMHOSTREGISTER_PORTABLE)) != CD_SUCCESS)
-        CD_FAIL(err, CD_IDX_cuMemHostRegister, r);
-    cd_leave(pushed, err);
-    return err->result == CD_SUCCESS ? 0 : -1;
+    CD_IN_CTX(ctx, err, CD_IDX_cuMemHostRegister,
+              cd.cuMemHostRegister((void *)(uintptr_t)ptr, (size_t)bytes,
+                                   CD_MEMHOSTREGISTER_PORTABLE));
 }
 
 int cd_host_unregister(uintptr_t ctx, uint64_t ptr, cd_err *err)
 {
-    int pushed = 0;
-    cdResult r;
-    err->entry = -1;
-    err->result = CD_SUCCESS;
-    if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
-        return -1;
-    if ((r = cd.cuMemHostUnregister((void *)(uintptr_t)ptr)) != CD_SUCCESS)
-        CD_FAIL(err, CD_IDX_cuMemHostUnregister, r);
-    cd_leave(pushed, err);
-    return err->result == CD_SUCCESS ? 0 : -1;
+    CD_IN_CTX(ctx, err, CD_IDX_cuMemHostUnregister, cd.cuMemHostUnregister((void *)(uintptr_t)ptr));
 }

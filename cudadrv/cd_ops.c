@@ -345,23 +345,6 @@ int32_t cd_arm(uintptr_t ctx, uint64_t id, int32_t primary_dev, uintptr_t stream
         return -1;                                                                     \
     } while (0)
 
-/* Run `call_` with ctx current; pop afterwards. */
-#define CD_IN_CTX(ctx_, err_, idx_, call_)                                             \
-    do {                                                                               \
-        int pushed_ = 0;                                                               \
-        (err_)->entry = -1;                                                            \
-        (err_)->result = CD_SUCCESS;                                                   \
-        if (cd_enter((cdContext)(ctx_), &pushed_, (err_)) != CD_SUCCESS)               \
-            return -1;                                                                 \
-        cdResult r_ = (call_);                                                         \
-        if (r_ != CD_SUCCESS) {                                                        \
-            (err_)->entry = (idx_);                                                    \
-            (err_)->result = r_;                                                       \
-        }                                                                              \
-        cd_leave(pushed_, (err_));                                                     \
-        return (err_)->result == CD_SUCCESS ? 0 : -1;                                  \
-    } while (0)
-
 int cd_ctx_current(uintptr_t *ctx, cd_err *err)
 {
     CD_SIMPLE(err, CD_IDX_cuCtxGetCurrent, cd.cuCtxGetCurrent((cdContext *)ctx));

@@ -135,6 +135,25 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
 cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err);
 void cd_leave(int pushed, cd_err *err);
 
+/* The body of a cold-path function: run `call_` with ctx current (pushed
+ * only if needed, popped again), record a failure of entry idx_ in err_,
+ * return 0 or -1. */
+#define CD_IN_CTX(ctx_, err_, idx_, call_)                                             \
+    do {                                                                               \
+        int pushed_ = 0;                                                               \
+        (err_)->entry = -1;                                                            \
+        (err_)->result = CD_SUCCESS;                                                   \
+        if (cd_enter((cdContext)(ctx_), &pushed_, (err_)) != CD_SUCCESS)               \
+            return -1;                                                                 \
+        cdResult r_ = (call_);                                                         \
+        if (r_ != CD_SUCCESS) {                                                        \
+            (err_)->entry = (idx_);                                                    \
+            (err_)->result = r_;                                                       \
+        }                                                                              \
+        cd_leave(pushed_, (err_));                                                     \
+        return (err_)->result == CD_SUCCESS ? 0 : -1;                                  \
+    } while (0)
+
 /* Progress and event fd. */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):
  * nothing was called on it. */
