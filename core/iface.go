@@ -244,7 +244,7 @@ func (i *Iface) Progress() (int, error) {
 				continue
 			}
 			seg := q.segment(int(i.params.MaxPoll))
-			done, err := i.drv.QueryEvents(r.inc(), seg)
+			done, err := i.drv.QueryEvents(i.inc(s), seg)
 			if err == cudadrv.ErrContextGone {
 				completed += i.dropped(s)
 				break
@@ -406,7 +406,7 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 			if q.count == 0 {
 				continue
 			}
-			busy, err := i.drv.Arm(r.inc(), i.slots[s].Stream[k], q.events[q.head], fd)
+			busy, err := i.drv.Arm(i.inc(s), i.slots[s].Stream[k], q.events[q.head], fd)
 			if err == cudadrv.ErrContextGone {
 				i.dropped(s)
 				return ErrBusy, nil // its canceled operations are ready
@@ -441,6 +441,9 @@ func (i *Iface) addSlot(ctx cudadrv.Context, id uint64) (int, error) {
 		}
 	}
 	slot := cudadrv.Slot{CtxID: id, Ctx: ctx, Device: int32(dev)}
+	if !i.drv.HasCtxID() {
+		slot.Canary, slot.CanaryID = i.canary(ctx)
+	}
 	for s := range i.res {
 		if i.res[s].dead {
 			i.slots[s], i.res[s] = slot, r
@@ -452,6 +455,25 @@ func (i *Iface) addSlot(ctx cudadrv.Context, id uint64) (int, error) {
 	i.res = append(i.res, r)
 	logf(LogDebug, "new context: device %d, context id %d, slot %d", dev, id, len(i.slots)-1)
 	return len(i.slots) - 1, nil
+}
+
+// canary makes the generation marker of a context on drivers without
+// cuCtxGetId: a 1-byte allocation whose BUFFER_ID (never reused) lives
+// exactly as long as the context's incarnation. Without one (allocation
+// failed) the slot is keyed by handle alone, as before.
+func (i *Iface) canary(ctx cudadrv.Context) (uint64, uint64) {
+	p, err := i.drv.MemAlloc(ctx, cudadrv.MemDevice, 1)
+	if err != nil {
+		logf(LogWarn, "no generation canary for a context (%v): a reset or a reused handle will not be detected there", err)
+		return 0, 0
+	}
+	info, err := i.drv.MemQuery(p, i.ctx.devices)
+	if err != nil || info.BufferID == 0 {
+		logf(LogWarn, "no BUFFER_ID for the generation canary (%v)", err)
+		_ = i.drv.MemFree(ctx, cudadrv.MemDevice, p)
+		return 0, 0
+	}
+	return p, info.BufferID
 }
 
 // usePrimary retains the primary context of dev for memory that has no
@@ -507,6 +529,8 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 				i.cpuBytes += c.Len
 			}
 			return st, nil
+		case cudadrv.CopyStale:
+			i.dropSlot(int(c.Slot), ErrCanceled) // then the context gets a fresh slot
 		case cudadrv.CopyCPU:
 			if err := cpuCopy(op, c.Dst, c.Src, c.Len); err != nil {
 				return st, err
@@ -665,13 +689,14 @@ func deinitialized(err error) bool {
 	return errors.As(err, &r) && r.Code == cudadrv.ErrorDeinitialized
 }
 
-// inc is the context's incarnation as the driver layer checks it.
-func (r *ctxResources) inc() cudadrv.Incarnation {
-	dev := -1
+// inc is slot s's incarnation as the driver layer checks it.
+func (i *Iface) inc(s int) cudadrv.Incarnation {
+	r := i.res[s]
+	dev := int32(-1)
 	if r.ownsPrimary {
-		dev = r.device
+		dev = int32(r.device)
 	}
-	return cudadrv.Incarnation{Ctx: r.ctx, ID: r.id, PrimaryDevice: dev}
+	return cudadrv.Incarnation{Ctx: r.ctx, ID: r.id, Canary: i.slots[s].Canary, CanaryID: i.slots[s].CanaryID, PrimaryDevice: dev}
 }
 
 // releaseSlot waits for slot s's copies, destroys its streams and events,
@@ -683,7 +708,7 @@ func (i *Iface) releaseSlot(s int) []error {
 	if r.dead {
 		return nil
 	}
-	if r.ownsPrimary && i.drv.Gone(r.inc()) {
+	if (r.ownsPrimary || i.slots[s].Canary != 0) && i.drv.Gone(i.inc(s)) {
 		i.dropSlot(s, ErrCanceled)
 		return nil
 	}
@@ -714,6 +739,9 @@ func (i *Iface) releaseSlot(s int) []error {
 	}
 	for _, ev := range events {
 		note("destroying an event", i.drv.EventDestroy(r.ctx, ev))
+	}
+	if slot.Canary != 0 {
+		note("freeing the generation canary", i.drv.MemFree(r.ctx, cudadrv.MemDevice, slot.Canary))
 	}
 	if r.ownsPrimary {
 		note("releasing the primary context", i.drv.PrimaryRelease(r.device))

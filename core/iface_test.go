@@ -806,3 +806,22 @@ func TestReleaseContextInFlight(t *testing.T) {
 	_, comps := r.progress()
 	assert.Equal(t, []done{{3, core.OK}}, comps)
 }
+
+// Without cuCtxGetId (CUDA < 12) a context is keyed by handle, and a reset
+// primary context keeps its handle: the canary's generation tells the
+// incarnations apart, in progress and in the copy path.
+func TestPre12ResetWithReactivation(t *testing.T) {
+	r := newRig(t, 1)
+	r.drv.SetHasCtxID(false)
+	dev, host := r.drv.AllocDevice(0, 64), r.drv.Pageable(64)
+	require.Equal(t, core.InProgress, r.put(host, dev, 8, 1))
+	r.drv.ResetPrimary(0)
+	dev = r.drv.AllocDevice(0, 64) // re-activated: same handle, new incarnation
+	want := fill(r.drv, host, 64, 7)
+	require.Equal(t, core.InProgress, r.put(host, dev, 64, 2))
+	r.drv.Run()
+	_, comps := r.progress()
+	assert.ElementsMatch(t, []done{{1, core.ErrCanceled}, {2, core.OK}}, comps)
+	eqBytes(t, want, r.drv.Bytes(dev, 64))
+	assert.Empty(t, r.drv.Violations(), "the dead incarnation's stream was used")
+}

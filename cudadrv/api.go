@@ -61,8 +61,12 @@ type Slot struct {
 	Stream [NumKinds]Stream
 	Event  Event // the next free event, 0 if none
 	Peer   [MaxPeers]Context
-	Device int32
-	NPeers int32
+	// Drivers without cuCtxGetId: a 1-byte allocation in the context and its
+	// BUFFER_ID, the context's generation (see Incarnation).
+	Canary   uint64
+	CanaryID uint64
+	Device   int32
+	NPeers   int32
 }
 
 // Copy flags (CD_COPY_*).
@@ -92,6 +96,7 @@ const (
 	CopyDriverError CopyStatus = 8  // op.Err names the failed call
 	CopyJoined      CopyStatus = 9  // issued on op.Slot, op.Kind; op.ReuseEvent re-recorded after it
 	CopyCPU         CopyStatus = 10 // both sides are host memory: the caller copies on the CPU
+	CopyStale       CopyStatus = 11 // slot op.Slot matched by handle, but its incarnation ended
 )
 
 // CallError is a failed driver call as the C side reports it (struct cd_err).
@@ -157,6 +162,7 @@ type MemInfo struct {
 	Pool            uintptr // memory pool, 0 if none
 	CtxID           uint64  // cuCtxGetId of Ctx, 0 without either
 	AccessMask      uint64  // VMM and pool memory: bit d, device d has access
+	BufferID        uint64  // CU_POINTER_ATTRIBUTE_BUFFER_ID, 0 if unknown
 	Type            uint32  // MemoryType*, 0 when CUDA does not know the address
 	Managed         uint32
 	Ordinal         int32 // DEVICE_ORDINAL
@@ -198,16 +204,21 @@ const (
 	ErrorHostMemoryNotRegistered     = 713
 )
 
-// Incarnation is one life of a CUDA context. For a primary context
-// (PrimaryDevice >= 0) the driver layer checks, before any call on it, that
-// the device's primary context is still active under ID: a reset ends an
-// incarnation, and nothing is then called on its streams or events. A
-// context the program owns (PrimaryDevice -1) is not checked: the program
-// says it goes away with cucopy_iface_release_context.
+// Incarnation is one life of a CUDA context (struct cd_inc). For a primary
+// context (PrimaryDevice >= 0) the driver layer checks, before any call on
+// it, that the device's primary context is still active under ID: a reset
+// ends an incarnation, and nothing is then called on its streams or events.
+// A context the program owns (PrimaryDevice -1) is not checked: the program
+// says it goes away with cucopy_iface_release_context. Drivers without
+// cuCtxGetId key contexts by handle; there the generation is the canary's
+// BUFFER_ID, checked for every context.
 type Incarnation struct {
 	Ctx           Context
 	ID            uint64
-	PrimaryDevice int
+	Canary        uint64
+	CanaryID      uint64
+	PrimaryDevice int32
+	_             int32
 }
 
 // ErrContextGone reports an incarnation that ended: nothing was called on it.

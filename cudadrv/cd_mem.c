@@ -54,22 +54,22 @@ static void query_pool(int32_t ndevices, cd_mem_info *info)
 
 int cd_mem_query(uint64_t ptr, int32_t ndevices, cd_mem_info *info, cd_err *err)
 {
-    static unsigned int attrs[7] = {
+    static unsigned int attrs[8] = {
         CD_POINTER_ATTRIBUTE_MEMORY_TYPE,      CD_POINTER_ATTRIBUTE_CONTEXT,
         CD_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CD_POINTER_ATTRIBUTE_IS_MANAGED,
         CD_POINTER_ATTRIBUTE_RANGE_START_ADDR, CD_POINTER_ATTRIBUTE_RANGE_SIZE,
-        CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+        CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,   CD_POINTER_ATTRIBUTE_BUFFER_ID,
     };
     cdContext ctx = NULL;
     size_t size = 0;
-    void *data[7] = {&info->type, &ctx,        &info->ordinal, &info->managed,
-                     &info->start, &size,      &info->pool};
+    void *data[8] = {&info->type, &ctx,  &info->ordinal, &info->managed,
+                     &info->start, &size, &info->pool,    &info->buffer_id};
     memset(info, 0, sizeof(*info));
     info->ordinal = -1;
     info->preferred = CD_DEVICE_INVALID;
     err->entry = -1;
     err->result = CD_SUCCESS;
-    cdResult r = cd.cuPointerGetAttributes(7, attrs, data, ptr);
+    cdResult r = cd.cuPointerGetAttributes(8, attrs, data, ptr);
     if (r != CD_SUCCESS) {
         CD_FAIL(err, CD_IDX_cuPointerGetAttributes, r);
         return -1;

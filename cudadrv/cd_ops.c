@@ -114,6 +114,20 @@ static int cd_peer_tried(const cd_slot *s, uintptr_t peer)
     return 0;
 }
 
+/* Drivers without cuCtxGetId: the generation of a context is the BUFFER_ID of
+ * a tiny allocation (the canary) made in it. A reset or destroy frees it; a
+ * pointer query is defined on any address, and buffer ids are never reused. */
+static int cd_canary_gone(uintptr_t ctx, uint64_t canary, uint64_t canary_id)
+{
+    static unsigned int attrs[2] = {CD_POINTER_ATTRIBUTE_CONTEXT, CD_POINTER_ATTRIBUTE_BUFFER_ID};
+    cdContext owner = NULL;
+    unsigned long long id = 0;
+    void *data[2] = {&owner, &id};
+    if (cd.cuPointerGetAttributes(2, attrs, data, canary) != CD_SUCCESS)
+        return 1;
+    return (uintptr_t)owner != ctx || id != canary_id;
+}
+
 /*
  * The context a device-side buffer runs on: its owning context, else the
  * primary context of its device (VMM, pools), else for managed memory the
@@ -194,6 +208,11 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     op->slot = s;
     cd_slot *slot = &slots[s];
+    /* Without cuCtxGetId the key is the handle, which a reset primary context
+     * keeps and a new context may reuse: check the slot's generation. */
+    if (cd.cuCtxGetId == NULL && slot->canary != 0 &&
+        cd_canary_gone(ctx, slot->canary, slot->canary_id))
+        return CD_COPY_STALE;
     if (kind == CD_KIND_PEER && !cd_peer_tried(slot, peer)) {
         op->peer_ctx = peer;
         return CD_COPY_NEED_PEER;
@@ -249,18 +268,19 @@ out:
  * device-level calls and that one are made: never anything on the dead
  * incarnation's streams or events. A deinitialized driver ends everything.
  */
-int cd_incarnation_gone(uintptr_t ctx, uint64_t id, int32_t dev)
+int cd_incarnation_gone(const cd_inc *inc)
 {
     unsigned int flags = 0;
     int active = 0;
     unsigned long long now = 0;
-    if (dev < 0)
-        return 0;
-    if (cd.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CD_SUCCESS || !active)
+    if (inc->primary_dev >= 0 &&
+        (cd.cuDevicePrimaryCtxGetState(inc->primary_dev, &flags, &active) != CD_SUCCESS || !active))
         return 1;
-    if (cd.cuCtxGetId == NULL)
-        return 0; /* pre-12: a re-activated incarnation is not told apart (see design.md) */
-    return cd.cuCtxGetId((cdContext)ctx, &now) != CD_SUCCESS || now != id;
+    if (cd.cuCtxGetId == NULL) /* pre-12: the canary tells the generation, for every context */
+        return inc->canary != 0 && cd_canary_gone(inc->ctx, inc->canary, inc->canary_id);
+    if (inc->primary_dev < 0)
+        return 0;
+    return cd.cuCtxGetId((cdContext)inc->ctx, &now) != CD_SUCCESS || now != inc->id;
 }
 
 static int32_t cd_gone(cd_err *err)
@@ -270,14 +290,14 @@ static int32_t cd_gone(cd_err *err)
     return -1;
 }
 
-int32_t cd_query_events(uintptr_t ctx, uint64_t id, int32_t primary_dev, const uintptr_t *events,
-                        int32_t n, cd_err *err)
+int32_t cd_query_events(const cd_inc *inc, const uintptr_t *events, int32_t n, cd_err *err)
 {
     int pushed = 0;
     int32_t done = 0;
+    uintptr_t ctx = inc->ctx;
     err->entry = -1;
     err->result = CD_SUCCESS;
-    if (cd_incarnation_gone(ctx, id, primary_dev)) {
+    if (cd_incarnation_gone(inc)) {
         cd_gone(err);
         return 0;
     }
@@ -305,14 +325,14 @@ static void cd_notify_fd(void *user_data)
     (void)n; /* EAGAIN: the counter is already non-zero, the fd already readable */
 }
 
-int32_t cd_arm(uintptr_t ctx, uint64_t id, int32_t primary_dev, uintptr_t stream,
-               uintptr_t head_event, int32_t fd, cd_err *err)
+int32_t cd_arm(const cd_inc *inc, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err)
 {
     int pushed = 0;
     int32_t busy = 0;
+    uintptr_t ctx = inc->ctx;
     err->entry = -1;
     err->result = CD_SUCCESS;
-    if (cd_incarnation_gone(ctx, id, primary_dev))
+    if (cd_incarnation_gone(inc))
         return cd_gone(err);
     if (cd_enter((cdContext)ctx, &pushed, err) != CD_SUCCESS)
         return -1;

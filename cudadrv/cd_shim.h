@@ -76,6 +76,8 @@ typedef struct cd_slot {
     uintptr_t stream[CD_NUM_KINDS];    /* 0 until created */
     uintptr_t event;                   /* the next free event, 0 if none */
     uintptr_t peer[CD_MAX_PEERS];      /* contexts peer access was tried for */
+    uint64_t canary;                   /* drivers without cuCtxGetId: a 1-byte allocation */
+    uint64_t canary_id;                /* in the context, and its BUFFER_ID (generation) */
     int32_t device;                    /* the context's device ordinal */
     int32_t npeers;
 } cd_slot;
@@ -103,7 +105,8 @@ enum {
     CD_COPY_OUT_OF_RANGE = 7, /* the range crosses the end of its allocation (`side`: 0 src, 1 dst) */
     CD_COPY_DRIVER_ERROR = 8, /* err says which call failed */
     CD_COPY_JOINED = 9,       /* issued on `slot`, `kind`; reuse_event re-recorded after it */
-    CD_COPY_CPU = 10          /* both sides are host memory: the caller copies on the CPU */
+    CD_COPY_CPU = 10,         /* both sides are host memory: the caller copies on the CPU */
+    CD_COPY_STALE = 11        /* slot `slot` matched by handle but its incarnation ended */
 };
 
 typedef struct cd_copy_op {
@@ -158,11 +161,18 @@ void cd_leave(int pushed, cd_err *err);
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):
  * nothing was called on it. */
 #define CD_ENTRY_GONE (-2)
-int cd_incarnation_gone(uintptr_t ctx, uint64_t id, int32_t dev);
-int32_t cd_query_events(uintptr_t ctx, uint64_t id, int32_t primary_dev, const uintptr_t *events,
-                        int32_t n, cd_err *err);
-int32_t cd_arm(uintptr_t ctx, uint64_t id, int32_t primary_dev, uintptr_t stream,
-               uintptr_t head_event, int32_t fd, cd_err *err);
+/* One life of a context (cudadrv.Incarnation). */
+typedef struct cd_inc {
+    uintptr_t ctx;
+    uint64_t id;
+    uint64_t canary;
+    uint64_t canary_id;
+    int32_t primary_dev; /* >= 0: ctx is this device's primary context */
+    int32_t pad;
+} cd_inc;
+int cd_incarnation_gone(const cd_inc *inc);
+int32_t cd_query_events(const cd_inc *inc, const uintptr_t *events, int32_t n, cd_err *err);
+int32_t cd_arm(const cd_inc *inc, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err);
 
 /* Cold paths: resources and queries. Each returns 0 or sets *err and returns -1. */
 int cd_ctx_current(uintptr_t *ctx, cd_err *err);
@@ -197,6 +207,7 @@ typedef struct cd_mem_info {
     uintptr_t pool;       /* memory pool, 0 if none */
     uint64_t ctx_id;      /* cuCtxGetId of ctx (0 without ctx or cuCtxGetId) */
     uint64_t access_mask; /* VMM and pool memory: devices with access */
+    uint64_t buffer_id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID, 0 if unknown */
     uint32_t type;        /* CD_MEMORYTYPE_*, 0 unknown to CUDA */
     uint32_t managed;
     int32_t ordinal;      /* DEVICE_ORDINAL attribute */

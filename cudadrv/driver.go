@@ -7,6 +7,7 @@ package cudadrv
 #cgo LDFLAGS: -ldl
 #cgo nocallback cd_copy
 #cgo noescape cd_query_events
+#cgo noescape cd_incarnation_gone
 #cgo nocallback cd_query_events
 #include <stdlib.h>
 #include "cd_shim.h"
@@ -46,6 +47,16 @@ var (
 	_ [unsafe.Offsetof(C.cd_mem_info{}._type) - unsafe.Offsetof(MemInfo{}.Type)]struct{}
 	_ [unsafe.Offsetof(MemInfo{}.VMMLocationID) - unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id)]struct{}
 	_ [unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id) - unsafe.Offsetof(MemInfo{}.VMMLocationID)]struct{}
+	_ [CopyStale - C.CD_COPY_STALE]struct{}
+	_ [C.CD_COPY_STALE - CopyStale]struct{}
+	_ [unsafe.Sizeof(Incarnation{}) - C.sizeof_cd_inc]struct{}
+	_ [C.sizeof_cd_inc - unsafe.Sizeof(Incarnation{})]struct{}
+	_ [unsafe.Offsetof(Incarnation{}.PrimaryDevice) - unsafe.Offsetof(C.cd_inc{}.primary_dev)]struct{}
+	_ [unsafe.Offsetof(C.cd_inc{}.primary_dev) - unsafe.Offsetof(Incarnation{}.PrimaryDevice)]struct{}
+	_ [unsafe.Offsetof(Slot{}.CanaryID) - unsafe.Offsetof(C.cd_slot{}.canary_id)]struct{}
+	_ [unsafe.Offsetof(C.cd_slot{}.canary_id) - unsafe.Offsetof(Slot{}.CanaryID)]struct{}
+	_ [unsafe.Offsetof(MemInfo{}.BufferID) - unsafe.Offsetof(C.cd_mem_info{}.buffer_id)]struct{}
+	_ [unsafe.Offsetof(C.cd_mem_info{}.buffer_id) - unsafe.Offsetof(MemInfo{}.BufferID)]struct{}
 	_ [CopyCPU - C.CD_COPY_CPU]struct{}
 	_ [C.CD_COPY_CPU - CopyCPU]struct{}
 	_ [CopyReuse - C.CD_COPY_REUSE]struct{}
@@ -307,8 +318,7 @@ func (d *driver) QueryEvents(inc Incarnation, events []Event) (int, error) {
 		return 0, nil
 	}
 	var e C.cd_err
-	n := C.cd_query_events(C.uintptr_t(inc.Ctx), C.uint64_t(inc.ID), C.int32_t(inc.PrimaryDevice),
-		(*C.uintptr_t)(unsafe.Pointer(&events[0])), C.int32_t(len(events)), &e)
+	n := C.cd_query_events((*C.cd_inc)(unsafe.Pointer(&inc)), (*C.uintptr_t)(unsafe.Pointer(&events[0])), C.int32_t(len(events)), &e)
 	if e.result != 0 {
 		return int(n), d.callError(e)
 	}
@@ -317,8 +327,7 @@ func (d *driver) QueryEvents(inc Incarnation, events []Event) (int, error) {
 
 func (d *driver) Arm(inc Incarnation, stream Stream, head Event, fd int) (bool, error) {
 	var e C.cd_err
-	rc := C.cd_arm(C.uintptr_t(inc.Ctx), C.uint64_t(inc.ID), C.int32_t(inc.PrimaryDevice),
-		C.uintptr_t(stream), C.uintptr_t(head), C.int32_t(fd), &e)
+	rc := C.cd_arm((*C.cd_inc)(unsafe.Pointer(&inc)), C.uintptr_t(stream), C.uintptr_t(head), C.int32_t(fd), &e)
 	if rc < 0 {
 		return false, d.callError(e)
 	}
@@ -326,7 +335,7 @@ func (d *driver) Arm(inc Incarnation, stream Stream, head Event, fd int) (bool, 
 }
 
 func (d *driver) Gone(inc Incarnation) bool {
-	return C.cd_incarnation_gone(C.uintptr_t(inc.Ctx), C.uint64_t(inc.ID), C.int32_t(inc.PrimaryDevice)) != 0
+	return C.cd_incarnation_gone((*C.cd_inc)(unsafe.Pointer(&inc))) != 0
 }
 
 func (d *driver) DeviceUUID(dev int) ([16]byte, error) {

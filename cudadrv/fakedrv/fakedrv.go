@@ -60,6 +60,8 @@ type alloc struct {
 	// preferred is managed memory's preferred location (cudadrv.DeviceCPU,
 	// a device, or cudadrv.DeviceInvalid).
 	preferred int32
+	id        uint64 // BUFFER_ID: unique per allocation
+	ctxGen    uint64 // the owning context's incarnation when allocated (memory dies with it)
 }
 
 type context struct {
@@ -116,6 +118,7 @@ type Driver struct {
 	faults      map[string][]fault
 	activations int
 	violations  []string
+	nextBuffer  uint64 // BUFFER_ID of the last allocation
 }
 
 var _ cudadrv.Interface = (*Driver)(nil)
@@ -254,6 +257,8 @@ func (d *Driver) alloc(rangeBase uint64, n int, a *alloc) uint64 {
 	size := (uint64(max(n, 1)) + allocAlign - 1) &^ (allocAlign - 1)
 	d.next[rangeBase] = addr + size + allocGap
 	a.base, a.data = addr, make([]byte, n)
+	d.nextBuffer++
+	a.id = d.nextBuffer
 	d.allocs = append(d.allocs, a)
 	return addr
 }
@@ -828,6 +833,9 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	op.Slot = int32(s)
 	slot := &slots[s]
+	if !d.hasCtxID && slot.Canary != 0 && d.gone(cudadrv.Incarnation{Ctx: ctx, Canary: slot.Canary, CanaryID: slot.CanaryID, PrimaryDevice: -1}) {
+		return cudadrv.CopyStale
+	}
 	if kind == cudadrv.KindPeer {
 		tried := false
 		for i := int32(0); i < slot.NPeers; i++ {
@@ -884,11 +892,18 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 // gone is cd_incarnation_gone: device-level state and the primary
 // handle's id only.
 func (d *Driver) gone(inc cudadrv.Incarnation) bool {
-	if inc.PrimaryDevice < 0 {
-		return false
+	if inc.PrimaryDevice >= 0 && !d.ctxs[d.primary[inc.PrimaryDevice]].alive {
+		return true
 	}
-	c := d.ctxs[d.primary[inc.PrimaryDevice]]
-	return !c.alive || (d.hasCtxID && c.id != inc.ID)
+	if !d.hasCtxID { // the canary's allocation is the generation
+		if inc.Canary == 0 {
+			return false
+		}
+		a := d.find(inc.Canary)
+		c := d.ctxs[inc.Ctx]
+		return a == nil || a.id != inc.CanaryID || a.ctx != inc.Ctx || !c.alive || c.id != a.ctxGen
+	}
+	return inc.PrimaryDevice >= 0 && d.ctxs[inc.Ctx].id != inc.ID
 }
 
 // Gone is cd_incarnation_gone.

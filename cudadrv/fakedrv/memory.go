@@ -46,7 +46,7 @@ func (d *Driver) MemQuery(ptr uint64, devices int) (cudadrv.MemInfo, error) {
 		return info, nil
 	}
 	info.Type, info.Ctx, info.Ordinal = a.typ, a.ctx, int32(a.dev)
-	info.Start, info.Size = a.base, uint64(len(a.data))
+	info.Start, info.Size, info.BufferID = a.base, uint64(len(a.data)), a.id
 	if c := d.ctxs[a.ctx]; c != nil && d.hasCtxID {
 		info.CtxID = c.id
 	}
@@ -83,7 +83,7 @@ func (d *Driver) MemAlloc(ctx cudadrv.Context, kind cudadrv.MemKind, bytes uint6
 	}
 	switch kind {
 	case cudadrv.MemDevice:
-		return d.alloc(devRange(c.dev, 0), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev}), nil
+		return d.alloc(devRange(c.dev, 0), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, ctxGen: c.id}), nil
 	case cudadrv.MemManaged:
 		return d.alloc(devRange(c.dev, 3), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, managed: true, preferred: cudadrv.DeviceInvalid}), nil
 	}

@@ -159,6 +159,7 @@ struct fk_alloc {
     int device;      /* CD_DEVICE_INVALID for host-located VMM memory */
     struct fk_ctx *ctx; /* NULL: no owning context (pool, VMM) */
     unsigned long long ctx_id;
+    unsigned long long buffer_id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique, never reused */
     char *cpu;       /* the CPU view: the private alias for device memory */
     atomic_int refs; /* the table's reference plus one per queued operation */
     int preferred;   /* managed: cuMemAdvise's preferred location, CD_DEVICE_* */

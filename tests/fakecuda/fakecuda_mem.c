@@ -206,6 +206,9 @@ static int fk_overlaps_live_locked(uintptr_t base, size_t size)
  * or memory is short. Under the write lock. */
 int fk_mem_insert_locked(struct fk_alloc *a)
 {
+    static unsigned long long next_buffer_id;
+    if (a->buffer_id == 0)
+        a->buffer_id = ++next_buffer_id;
     for (size_t i = 0; i < fk_nallocs;) {
         struct fk_alloc *b = fk_allocs[i];
         if (!fk_overlap(b, a->base, a->size)) {
@@ -574,6 +577,7 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
     cdDevicePtr start = 0;
     size_t size = 0;
     struct CUmemPoolHandle_st *pool = NULL;
+    unsigned long long buffer_id = 0;
     pthread_rwlock_rdlock(&fk_mem_lock);
     const struct fk_alloc *a = fk_mem_find_locked(ptr);
     if (a != NULL && fk_alloc_live(a)) {
@@ -590,6 +594,7 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
         start = a->base;
         size = a->size;
         pool = a->pool ? fk_pool_handle(a->pool) : NULL;
+        buffer_id = a->buffer_id;
     }
     pthread_rwlock_unlock(&fk_mem_lock);
     for (unsigned int i = 0; i < count; i++) {
@@ -614,6 +619,9 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
             break;
         case CD_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
             *(struct CUmemPoolHandle_st **)data[i] = pool;
+            break;
+        case CD_POINTER_ATTRIBUTE_BUFFER_ID:
+            *(unsigned long long *)data[i] = buffer_id;
             break;
         default:
             fprintf(stderr, "fakecuda: cuPointerGetAttributes: attribute %u unknown to the fake\n",
