@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One sick context (brief §4): a sticky error in one CUDA context (e.g.
+ * CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel) fails that context's
+ * outstanding and later operations with a clear status; operations on the
+ * other devices complete normally.
+ *  - zcopies in flight on device 0 and device 1 (and a flush registered
+ *    before the error); device 0's context gets a sticky error
+ *    (fakecuda_poison_context);
+ *  - progress: every device-0 operation completes exactly once with
+ *    CUCOPY_ERR_CUDA, every device-1 operation once with OK and its data;
+ *    the flush completes;
+ *  - later operations on device 0 (put/get, short/zcopy, device 0 -> device
+ *    1) fail with CUCOPY_ERR_CUDA, their completion untouched, and
+ *    cucopy_last_error() naming the operation, the driver call and the CUDA
+ *    error; later operations on device 1 and host copies still work;
+ *  - the same again with the event-fd protocol (arm / poll / progress) while
+ *    the sick context has work queued: every completion arrives, no hang;
+ *  - flush completes, iface_close returns and releases every stream and event
+ *    (a sticky error may be reported there), the context is destroyed; the
+ *    caller's current context is never changed; no driver misuse.
+ * A sticky error needs a faulting kernel on a real driver, which the project
+ * cannot launch: there the test is skipped (exit 77).
+ */
+#define _GNU_SOURCE
+#include "memtest.h"
+
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NCH 4
+#define TIMEOUT_S 60.0
+#define SLOW_US 100000 /* per stream operation while work must stay in flight */
+#define CD_ERROR_ILLEGAL_ADDRESS 700
+
+static cucopy_context_h cctx;
+static size_t len; /* bytes per piece */
+static unsigned base_delay_us;
+static void (*fake_poison)(cdContext, int);
+static void (*fake_set_delay_us)(unsigned);
+static int (*fake_live_streams)(cdContext);
+static int (*fake_live_events)(cdContext);
+static struct tc_buf host_a, host_b;
+
+static long violations(void)
+{
+    return mt_fake.violations != NULL ? mt_fake.violations() : 0;
+}
+
+static void *ptr(const struct tc_buf *b, size_t off)
+{
+    return (void *)(uintptr_t)(b->dptr + off);
+}
+
+static cdContext prim_retain(int dev)
+{
+    cdDevice d;
+    cdContext c = NULL;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxRetain(&c, d));
+    return c;
+}
+
+static void prim_release(int dev)
+{
+    cdDevice d;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxRelease(d));
+}
+
+static void prim_reset(int dev)
+{
+    cdDevice d;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxReset(d));
+}
+
+/* A call in a loop: only a failure counts (the case count stays fixed). */
+#define LOOP_CALL(expr) loop_after((int)(expr), #expr, __FILE__, __LINE__)
+static int loop_after(int status, const char *what, const char *file, int line)
+{
+    cdContext now = tc_current();
+    if (now != NULL)
+        tc_check(0, file, line, "%s left context %p current", what, (void *)now);
+    return status;
+}
+
+/* NCH put_zcopy pieces src -> dst, each with its completion. */
+struct flight {
+    struct tc_comp c[NCH];
+    int st[NCH];
+};
+
+static void issue_flight(cucopy_ep_h ep, const struct tc_buf *src, const struct tc_buf *dst,
+                         struct flight *f, unsigned seed)
+{
+    const unsigned char *data = tc_pattern(NCH * len) + seed;
+    tc_buf_write(src, 0, data, NCH * len);
+    tc_buf_set(dst, 0, 0x5a, NCH * len);
+    for (int i = 0; i < NCH; i++) {
+        cucopy_iov_t iov = {ptr(src, i * len), len};
+        tc_comp_init(&f->c[i], 1);
+        f->st[i] = MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(dst, i * len), &f->c[i].comp));
+        CHECKF(f->st[i] == CUCOPY_INPROGRESS, "put_zcopy piece %d returned %s: %s", i,
+               tc_status_name(f->st[i]), cucopy_last_error());
+    }
+}
+
+static int flight_pending(const struct flight *f)
+{
+    int n = 0;
+    for (int i = 0; i < NCH; i++)
+        n += f->st[i] == CUCOPY_INPROGRESS && f->c[i].fired == 0;
+    return n;
+}
+
+static void flight_check(const struct flight *f, int want, const char *what)
+{
+    for (int i = 0; i < NCH; i++) {
+        if (f->st[i] != CUCOPY_INPROGRESS)
+            continue;
+        CHECKF(f->c[i].fired == 1, "%s: piece %d fired %d time(s)", what, i, f->c[i].fired);
+        CHECKF(f->c[i].comp.status == want, "%s: piece %d completed with %s, expected %s", what,
+               i, tc_status_name(f->c[i].comp.status), tc_status_name(want));
+    }
+}
+
+static void check_data(const struct tc_buf *dst, unsigned seed, const char *what)
+{
+    unsigned char *back = malloc(NCH * len);
+    REQUIRE(back != NULL);
+    tc_buf_read(dst, 0, back, NCH * len);
+    CHECKF(memcmp(back, tc_pattern(NCH * len) + seed, NCH * len) == 0, "%s: data differs", what);
+    free(back);
+}
+
+/* The status of a failing call is CUDA and last_error names the op, a cu*
+ * call and the sticky error. */
+static void check_sick(int s, const char *op, const char *what)
+{
+    const char *e = cucopy_last_error();
+    CHECKF(s == CUCOPY_ERR_CUDA, "%s on the sick context returned %s (expected CUCOPY_ERR_CUDA); "
+                                 "last error \"%s\"",
+           what, tc_status_name(s), e);
+    if (s < 0) {
+        CHECKF(strstr(e, op) != NULL, "%s: last error \"%s\" does not name the operation %s",
+               what, e, op);
+        CHECKF(strstr(e, "cu") != NULL && strstr(e, "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL,
+               "%s: last error \"%s\" does not name the driver call and CUDA_ERROR_ILLEGAL_ADDRESS",
+               what, e);
+    }
+}
+
+static void slow(int on)
+{
+    fake_set_delay_us(on ? SLOW_US : base_delay_us);
+}
+
+/* Run one round. use_arm: wait with the event-fd protocol instead of a
+ * progress loop. */
+static void round_sick(int use_arm)
+{
+    const char *phase = use_arm ? "event-fd protocol" : "progress";
+    long v0 = violations();
+    cdContext p0 = prim_retain(0), p1 = prim_retain(1);
+    struct tc_buf s0, t0, s1, t1, x1;
+    tc_buf_alloc_in(&s0, p0, NCH * len);
+    tc_buf_alloc_in(&t0, p0, NCH * len);
+    tc_buf_alloc_in(&s1, p1, NCH * len);
+    tc_buf_alloc_in(&t1, p1, NCH * len);
+    tc_buf_alloc_in(&x1, p1, NCH * len);
+    cucopy_iface_h iface;
+    cucopy_ep_h ep;
+    REQUIRE(MT_CALL(cucopy_iface_open(cctx, NULL, &iface)) == CUCOPY_OK);
+    REQUIRE(MT_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
+    int fd = -1;
+    if (use_arm)
+        CHECK_STATUS(MT_CALL(cucopy_iface_event_fd(iface, &fd)), CUCOPY_OK);
+    /* Resources exist on both devices before the error. */
+    mt_copy_all_ways(iface, ep, &host_a, &s0, len, "before: host -> device 0");
+    mt_copy_all_ways(iface, ep, &host_a, &s1, len, "before: host -> device 1");
+
+    slow(1);
+    struct flight f0, f1;
+    issue_flight(ep, &s0, &t0, &f0, 1);
+    issue_flight(ep, &s1, &t1, &f1, 2);
+    struct tc_comp fc;
+    tc_comp_init(&fc, 1);
+    int fs = MT_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
+    CHECK_STATUS(fs, CUCOPY_INPROGRESS);
+    fake_poison(p0, CD_ERROR_ILLEGAL_ADDRESS);
+    slow(0);
+
+    tc_case_begin("%s: completions after the sticky error", phase);
+    double deadline = tc_now() + TIMEOUT_S;
+    int arms = 0, busy = 0, wakeups = 0, arm_errors = 0;
+    for (;;) {
+        int pending = flight_pending(&f0) + flight_pending(&f1) +
+                      (fs == CUCOPY_INPROGRESS && fc.fired == 0);
+        if (pending == 0)
+            break;
+        if (FAIL_IF(tc_now() > deadline, "%d completion(s) did not fire within %.0f s", pending,
+                    TIMEOUT_S))
+            break;
+        if (use_arm) {
+            int s = LOOP_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP));
+            arms++;
+            if (s == CUCOPY_ERR_BUSY) {
+                busy++;
+            } else if (s == CUCOPY_OK) {
+                struct pollfd pfd = {fd, POLLIN, 0};
+                int r = poll(&pfd, 1, 20000);
+                if (FAIL_IF(r == 0, "armed with %d completion(s) pending, the fd stayed quiet "
+                                    "for 20 s", pending))
+                    break;
+                wakeups += r > 0;
+            } else if (arm_errors++ == 0) {
+                (void)FAIL_IF(1, "event_arm with the sick context's work queued returned %s "
+                                 "(expected BUSY or OK: the event-fd protocol has no way on "
+                                 "for the healthy devices); last error \"%s\"",
+                              tc_status_name(s), cucopy_last_error());
+            }
+        }
+        int n = LOOP_CALL(cucopy_iface_progress(iface));
+        if (FAIL_IF(n < 0, "progress returned %s: %s", tc_status_name(n), cucopy_last_error()))
+            break;
+    }
+    for (int k = 0; k < 5; k++)
+        (void)FAIL_IF(LOOP_CALL(cucopy_iface_progress(iface)) < 0, "progress failed");
+    flight_check(&f0, CUCOPY_ERR_CUDA, "device 0 (sick)");
+    flight_check(&f1, CUCOPY_OK, "device 1");
+    check_data(&t1, 2, "device 1 in flight");
+    CHECKF(fc.fired == 1, "flush registered before the error fired %d time(s)", fc.fired);
+    tc_case_end();
+    if (use_arm)
+        printf("test_sick_context: %s: %d arm(s), %d BUSY, %d wake-up(s), %d arm error(s)\n",
+               phase, arms, busy, wakeups, arm_errors);
+
+    /* Later operations on device 0 fail clearly; completions untouched. */
+    tc_case_begin("%s: later operations on the sick context", phase);
+    struct tc_comp c;
+    tc_comp_init(&c, 1);
+    cucopy_iov_t iov = {ptr(&host_a, 0), len};
+    check_sick(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&s0, 0), &c.comp)),
+               "put_zcopy", "put_zcopy host -> device 0");
+    iov.buffer = ptr(&host_b, 0);
+    check_sick(MT_CALL(cucopy_ep_get_zcopy(ep, &iov, 1, tc_buf_addr(&s0, 0), &c.comp)),
+               "get_zcopy", "get_zcopy device 0 -> host");
+    iov.buffer = ptr(&s0, 0);
+    check_sick(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&t0, 0), &c.comp)),
+               "put_zcopy", "put_zcopy device 0 -> device 0");
+    check_sick(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&x1, 0), &c.comp)),
+               "put_zcopy", "put_zcopy device 0 -> device 1");
+    check_sick(MT_CALL(cucopy_ep_put_short(ep, ptr(&host_a, 0), len, tc_buf_addr(&s0, 0))),
+               "put_short", "put_short host -> device 0");
+    check_sick(MT_CALL(cucopy_ep_get_short(ep, ptr(&host_b, 0), len, tc_buf_addr(&s0, 0))),
+               "get_short", "get_short device 0 -> host");
+    CHECKF(c.fired == 0 && c.comp.count == 1 && c.comp.status == CUCOPY_OK,
+           "a failed operation touched its completion (fired %d, count %d, status %s)", c.fired,
+           c.comp.count, tc_status_name(c.comp.status));
+    /* A zcopy whose second piece is on the sick context: an error, and the
+     * healthy first piece is not left running. */
+    cucopy_iov_t mix[2] = {{ptr(&host_a, 0), len}, {ptr(&s0, 0), len}};
+    tc_comp_init(&c, 1);
+    int s = MT_CALL(cucopy_ep_put_zcopy(ep, mix, 2, tc_buf_addr(&x1, 0), &c.comp));
+    check_sick(s, "put_zcopy", "2-piece put_zcopy host + device 0 -> device 1");
+    CHECK(c.fired == 0 && c.comp.count == 1);
+    tc_case_end();
+
+    /* Progress, flush and arm still work; device 1 and host copies too. */
+    CHECK(MT_CALL(cucopy_iface_progress(iface)) >= 0);
+    CHECK_STATUS(MT_CALL(cucopy_iface_flush(iface, 0, NULL)), CUCOPY_OK);
+    CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
+    mt_copy_all_ways(iface, ep, &host_a, &host_b, len, "after: host -> host");
+    mt_copy_all_ways(iface, ep, &host_a, &s1, len, "after: host -> device 1");
+    mt_copy_all_ways(iface, ep, &s1, &host_b, len, "after: device 1 -> host");
+    mt_copy_all_ways(iface, ep, &s1, &x1, len, "after: device 1 -> device 1");
+
+    /* Device 1 in flight again, completing normally next to the sick one. */
+    struct flight f2;
+    issue_flight(ep, &s1, &t1, &f2, 3);
+    tc_comp_init(&fc, 1);
+    fs = MT_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
+    deadline = tc_now() + TIMEOUT_S;
+    while ((flight_pending(&f2) > 0 || (fs == CUCOPY_INPROGRESS && fc.fired == 0)) &&
+           tc_now() < deadline)
+        LOOP_CALL(cucopy_iface_progress(iface));
+    flight_check(&f2, CUCOPY_OK, "device 1 after the error");
+    check_data(&t1, 3, "device 1 after the error");
+    if (fs == CUCOPY_INPROGRESS)
+        CHECKF(fc.fired == 1, "flush after the error fired %d time(s)", fc.fired);
+    int fl;
+    deadline = tc_now() + TIMEOUT_S;
+    while ((fl = LOOP_CALL(cucopy_iface_flush(iface, 0, NULL))) == CUCOPY_INPROGRESS &&
+           tc_now() < deadline)
+        LOOP_CALL(cucopy_iface_progress(iface));
+    CHECK_STATUS(fl, CUCOPY_OK);
+
+    /* Close: returns, every stream and event is released. */
+    CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
+    int cs = MT_CALL(cucopy_iface_close(iface));
+    printf("test_sick_context: %s: iface_close with a sick context: %s%s%s\n", phase,
+           tc_status_name(cs), cs < 0 ? ": " : "", cs < 0 ? cucopy_last_error() : "");
+    CHECKF(cs == CUCOPY_OK || cs == CUCOPY_ERR_CUDA, "iface_close returned %s: %s",
+           tc_status_name(cs), cucopy_last_error());
+    if (cs == CUCOPY_ERR_CUDA)
+        CHECKF(strstr(cucopy_last_error(), "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL,
+               "iface_close: last error \"%s\" does not name the sticky error",
+               cucopy_last_error());
+    CHECK_STATUS(MT_CALL(cucopy_iface_progress(iface)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECKF(fake_live_streams(NULL) == 0 && fake_live_events(NULL) == 0,
+           "%s: %d stream(s), %d event(s) alive after iface_close", phase,
+           fake_live_streams(NULL), fake_live_events(NULL));
+
+    /* The program recovers device 0 the CUDA way: reset (ends the error). */
+    prim_reset(0);
+    prim_release(0);
+    tc_buf_free(&s1);
+    tc_buf_free(&t1);
+    tc_buf_free(&x1);
+    prim_release(1);
+    CHECKF(violations() == v0, "%s: %ld driver misuse(s)", phase, violations() - v0);
+}
+
+int main(void)
+{
+    tc_init("test_sick_context");
+    if (td.device_count < 2)
+        tc_skip("test_sick_context: needs 2 devices, the driver shows %d", td.device_count);
+    mt_init_fake();
+    fake_poison = (void (*)(cdContext, int))testdrv_fake_sym("fakecuda_poison_context");
+    fake_set_delay_us = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
+    fake_live_streams = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_streams");
+    fake_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
+    if (!td.is_fake || fake_poison == NULL)
+        tc_skip("test_sick_context: SKIP: a sticky context error needs a faulting kernel on a "
+                "real driver, which this project cannot launch; runs on the fake driver only");
+    REQUIRE(fake_set_delay_us != NULL && fake_live_streams != NULL && fake_live_events != NULL &&
+            mt_fake.violations != NULL);
+    const char *delay = getenv("FAKECUDA_DELAY_US");
+    base_delay_us = delay != NULL ? (unsigned)strtoul(delay, NULL, 10) : 0;
+    len = 4096;
+    tc_pattern(NCH * len);
+    tc_buf_alloc(&host_a, TC_MEM_PAGEABLE, NCH * len);
+    tc_buf_alloc(&host_b, TC_MEM_PAGEABLE, NCH * len);
+    REQUIRE_OK(cucopy_context_create(NULL, &cctx));
+    printf("test_sick_context: %d device(s), fake driver\n", td.device_count);
+    long v0 = violations();
+
+    round_sick(0);
+    round_sick(1);
+
+    CHECK_STATUS(MT_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
+    CHECKF(violations() == v0, "%ld driver misuse(s) in the whole test", violations() - v0);
+    tc_buf_free(&host_a);
+    tc_buf_free(&host_b);
+    return tc_finish();
+}
