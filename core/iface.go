@@ -411,6 +411,10 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 				i.dropped(s)
 				return ErrBusy, nil // its canceled operations are ready
 			}
+			if queryFailure(err) {
+				// A sticky error in this context: progress fails its pieces.
+				return ErrBusy, nil
+			}
 			if err != nil {
 				return ErrCUDA, driverError("iface_event_arm", fmt.Sprintf("device %d", r.device), err)
 			}
@@ -625,6 +629,13 @@ func isPopFailure(err error) bool {
 	return errors.As(err, &r) && r.Call == "cuCtxPopCurrent"
 }
 
+// queryFailure reports a failed cuEventQuery: the piece it asked about
+// failed, and progress reports it on that piece's operation.
+func queryFailure(err error) bool {
+	var r *cudadrv.Result
+	return errors.As(err, &r) && r.Call == "cuEventQuery"
+}
+
 func pick(cond bool, a, b uint64) uint64 {
 	if cond {
 		return a
@@ -719,9 +730,15 @@ func (i *Iface) releaseSlot(s int) []error {
 		}
 	}
 	slot := &i.slots[s]
+	pieces := OK // how the pieces in flight ended
 	for _, stream := range slot.Stream {
 		if stream != 0 {
-			note("synchronizing a stream", i.drv.StreamSynchronize(r.ctx, stream))
+			// A sick context (a sticky error) cannot be synchronized: its
+			// copies failed. That is their status, not a release error.
+			if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil && !deinitialized(err) {
+				logf(LogInfo, "synchronizing a stream of device %d (context id %d) before release: %v", r.device, r.id, err)
+				pieces = ErrCUDA
+			}
 			note("destroying a stream", i.drv.StreamDestroy(r.ctx, stream))
 		}
 	}
@@ -734,7 +751,7 @@ func (i *Iface) releaseSlot(s int) []error {
 		for q.count > 0 {
 			ev, op := q.pop()
 			events = append(events, ev)
-			i.finishPiece(op, OK) // its stream was synchronized
+			i.finishPiece(op, pieces) // its stream was synchronized
 		}
 	}
 	for _, ev := range events {

@@ -562,8 +562,10 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
  * @param comp   NULL, or decremented once when the whole operation finished.
  * @return ::CUCOPY_OK (finished now; @a comp is not touched),
  *         ::CUCOPY_INPROGRESS (finishes later; see cucopy_completion_t),
- *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached: the operation did not
- *         happen and @a comp is not touched; call progress and retry it whole),
+ *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached: the operation is not in
+ *         flight and @a comp is not touched, though pieces issued before the
+ *         limit hit may already have been copied; call progress and retry it
+ *         whole),
  *         or another error (@a comp is not touched and nothing is left in
  *         flight on the buffers).
  *
