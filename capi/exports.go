@@ -273,10 +273,12 @@ func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, haveOut C.
 //export cucopyGoIfaceClose
 func cucopyGoIfaceClose(h C.uint64_t) C.int {
 	return call(ifaces, h, "iface_close", func(iface *core.Iface) C.int {
-		err := iface.Close()
+		if err := iface.Close(); err != nil {
+			return fail(err) // still open: close can be called again
+		}
 		ifaces.remove(uint64(h))
 		eps.removeIf(func(ep *core.Ep) bool { return ep.Iface() == iface })
-		return result(core.OK, err)
+		return 0
 	})
 }
 
@@ -693,9 +695,11 @@ func cucopyGoMemDereg(h C.uint64_t, memh C.uint64_t) C.int {
 	const op = "mem_dereg"
 	return call(contexts, h, op, func(ctx *core.Context) C.int {
 		return call(memhs, memh, op, func(reg *core.Registration) C.int {
-			err := ctx.MemDereg(reg)
+			if err := ctx.MemDereg(reg); err != nil {
+				return fail(err) // still registered: the handle stays for a retry
+			}
 			memhs.remove(uint64(memh))
-			return result(core.OK, err)
+			return 0
 		})
 	})
 }

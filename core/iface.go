@@ -60,6 +60,7 @@ type Iface struct {
 	eps    int
 
 	cpuOps, cpuBytes uint64
+	statsPrinted     bool
 	goAtOpen         [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
 }
 
@@ -665,22 +666,31 @@ func (i *Iface) Close() error {
 	if i.closed {
 		return errorf(ErrHandle, "iface_close", "iface is already closed")
 	}
-	i.closed = true
-	if i.ctx.cfg.Stats {
+	if i.ctx.cfg.Stats && !i.statsPrinted {
 		i.printStats()
+		i.statsPrinted = true
 	}
 	var errs []error
 	for s := range i.res {
 		errs = append(errs, i.releaseSlot(s)...)
 	}
-	i.ready, i.readyAt, i.flushes = nil, 0, nil // pending completions are dropped
 	for dev, p := range i.primary {
-		if p != 0 {
-			if err := i.drv.PrimaryRelease(dev); err != nil && !deinitialized(err) {
-				errs = append(errs, fmt.Errorf("releasing the primary context on device %d: %w", dev, err))
-			}
+		if p == 0 {
+			continue
 		}
+		if err := i.drv.PrimaryRelease(dev); err != nil && !deinitialized(err) {
+			errs = append(errs, fmt.Errorf("releasing the primary context on device %d: %w", dev, err))
+			continue
+		}
+		i.primary[dev] = 0
 	}
+	if len(errs) > 0 {
+		// What could not be released is still held: the iface stays open
+		// and close can be called again.
+		return &Error{Status: ErrCUDA, Op: "iface_close", Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}
+	}
+	i.closed = true
+	i.ready, i.readyAt, i.flushes = nil, 0, nil // pending completions are dropped
 	if i.fd >= 0 {
 		unix.Close(i.fd)
 		i.fd = -1
@@ -688,9 +698,6 @@ func (i *Iface) Close() error {
 	i.ctx.mu.Lock()
 	i.ctx.ifaces--
 	i.ctx.mu.Unlock()
-	if len(errs) > 0 {
-		return &Error{Status: ErrCUDA, Op: "iface_close", Msg: "releasing resources", Err: errors.Join(errs...)}
-	}
 	return nil
 }
 
@@ -724,47 +731,61 @@ func (i *Iface) releaseSlot(s int) []error {
 		return nil
 	}
 	var errs []error
-	note := func(what string, err error) {
-		if err != nil && !deinitialized(err) {
-			errs = append(errs, fmt.Errorf("%s on device %d: %w", what, r.device, err))
+	failed := func(what string, err error) bool {
+		if err == nil || deinitialized(err) {
+			return false
 		}
+		errs = append(errs, fmt.Errorf("%s on device %d: %w", what, r.device, err))
+		return true
 	}
 	slot := &i.slots[s]
 	pieces := OK // how the pieces in flight ended
 	for _, stream := range slot.Stream {
+		// A sick context (a sticky error) cannot be synchronized: its
+		// copies failed. That is their status, not a release error.
 		if stream != 0 {
-			// A sick context (a sticky error) cannot be synchronized: its
-			// copies failed. That is their status, not a release error.
 			if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil && !deinitialized(err) {
 				logf(LogInfo, "synchronizing a stream of device %d (context id %d) before release: %v", r.device, r.id, err)
 				pieces = ErrCUDA
 			}
-			note("destroying a stream", i.drv.StreamDestroy(r.ctx, stream))
 		}
-	}
-	events := r.free
-	if slot.Event != 0 {
-		events = append(events, slot.Event)
 	}
 	for k := range r.queues {
 		q := &r.queues[k]
 		for q.count > 0 {
 			ev, op := q.pop()
-			events = append(events, ev)
+			r.free = append(r.free, ev)
 			i.finishPiece(op, pieces) // its stream was synchronized
 		}
 	}
-	for _, ev := range events {
-		note("destroying an event", i.drv.EventDestroy(r.ctx, ev))
+	if slot.Event != 0 {
+		r.free = append(r.free, slot.Event)
+		slot.Event = 0
 	}
-	if slot.Canary != 0 {
-		note("freeing the generation canary", i.drv.MemFree(r.ctx, cudadrv.MemDevice, slot.Canary))
+	// Whatever fails to be released stays recorded, for another attempt.
+	kept := r.free[:0]
+	for _, ev := range r.free {
+		if failed("destroying an event", i.drv.EventDestroy(r.ctx, ev)) {
+			kept = append(kept, ev)
+		}
 	}
-	if r.ownsPrimary {
-		note("releasing the primary context", i.drv.PrimaryRelease(r.device))
+	r.free = kept
+	for k, stream := range slot.Stream {
+		if stream != 0 && !failed("destroying a stream", i.drv.StreamDestroy(r.ctx, stream)) {
+			slot.Stream[k] = 0
+		}
+	}
+	if slot.Canary != 0 && !failed("freeing the generation canary", i.drv.MemFree(r.ctx, cudadrv.MemDevice, slot.Canary)) {
+		slot.Canary = 0
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if r.ownsPrimary && failed("releasing the primary context", i.drv.PrimaryRelease(r.device)) {
+		return errs
 	}
 	i.bury(s)
-	return errs
+	return nil
 }
 
 // dropSlot forgets slot s of a context whose incarnation ended, without a

@@ -236,10 +236,12 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 	}
 	a := &allocation{kind: kind, ctx: ctx, device: dev, length: length, primary: owns, ownsPrimary: owns}
 	if !owns {
-		a.primary = c.isPrimary(ctx, dev)
+		a.primary, _ = c.isPrimary(ctx, dev) // unknown: no liveness check at free
 	}
 	if a.primary {
-		a.ctxID, _ = c.drv.ContextID(ctx)
+		if a.ctxID, err = c.drv.ContextID(ctx); err != nil {
+			a.primary = false
+		}
 	}
 	c.mem.mu.Lock()
 	c.mem.allocs[ptr] = a
@@ -248,27 +250,34 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 }
 
 // isPrimary says whether ctx, a live context of dev, is dev's primary context.
-func (c *Context) isPrimary(ctx cudadrv.Context, dev int) bool {
-	if active, err := c.drv.PrimaryActive(dev); err != nil || !active {
-		return false
+func (c *Context) isPrimary(ctx cudadrv.Context, dev int) (bool, error) {
+	active, err := c.drv.PrimaryActive(dev)
+	if err != nil || !active {
+		return false, err
 	}
 	p, err := c.drv.PrimaryRetain(dev) // active: no activation
 	if err != nil {
-		return false
+		return false, err
 	}
 	c.releasePrimary(dev)
-	return p == ctx
+	return p == ctx, nil
 }
 
-// primaryLive says whether dev's primary context is still the incarnation
-// (ctx, id) seen earlier: a reset leaves it inactive, or active under a new
-// id. Only device-level calls and calls on the live handle are made.
-func (c *Context) primaryLive(dev int, ctx cudadrv.Context, id uint64) bool {
-	if !c.isPrimary(ctx, dev) {
+// primaryGone says whether dev's primary context is no longer the
+// incarnation (ctx, id) seen earlier: a reset leaves it inactive, or active
+// under a new id. Only device-level calls and calls on the live handle are
+// made. A failed query is no answer: not gone (the caller's own call then
+// reports the failure).
+func (c *Context) primaryGone(dev int, ctx cudadrv.Context, id uint64) bool {
+	primary, err := c.isPrimary(ctx, dev)
+	if err != nil {
 		return false
 	}
+	if !primary {
+		return true
+	}
 	now, err := c.drv.ContextID(ctx)
-	return err == nil && now == id
+	return err == nil && now != id
 }
 
 // MemFree frees memory from MemAlloc.
@@ -276,21 +285,21 @@ func (c *Context) MemFree(addr uint64) error {
 	const op = "mem_free"
 	c.mem.mu.Lock()
 	a, ok := c.mem.allocs[addr]
-	delete(c.mem.allocs, addr)
 	c.mem.mu.Unlock()
 	if !ok {
 		return errorf(ErrInvalid, op, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
 	}
-	if a.ownsPrimary {
-		defer c.releasePrimary(a.device) // allowed after a reset too
-	}
-	if a.primary && !c.primaryLive(a.device, a.ctx, a.ctxID) {
+	if a.primary && c.primaryGone(a.device, a.ctx, a.ctxID) {
 		logf(LogInfo, "mem_free: 0x%x went with the reset of device %d's primary context", addr, a.device)
-		return nil
-	}
-	err := c.drv.MemFree(a.ctx, a.kind, addr)
-	if err != nil {
+	} else if err := c.drv.MemFree(a.ctx, a.kind, addr); err != nil {
+		// Still allocated: the record stays, so the call can be repeated.
 		return driverError(op, fmt.Sprintf("0x%x on device %d", addr, a.device), err)
+	}
+	c.mem.mu.Lock()
+	delete(c.mem.allocs, addr)
+	c.mem.mu.Unlock()
+	if a.ownsPrimary {
+		c.releasePrimary(a.device) // allowed after a reset too
 	}
 	return nil
 }
@@ -341,30 +350,40 @@ func (c *Context) MemDereg(reg *Registration) error {
 	const op = "mem_dereg"
 	c.mem.mu.Lock()
 	_, ok := c.mem.regs[reg]
-	delete(c.mem.regs, reg)
 	c.mem.mu.Unlock()
 	if !ok {
 		return errorf(ErrHandle, op, "registration already released")
 	}
-	// Releasing after the program reset the primary context is allowed.
-	defer func() {
-		if reg.ownsPrimary {
-			c.releasePrimary(reg.device)
-		}
-	}()
-	// Never the registering context: the program may have destroyed or
-	// reset it, and then the registration went with it.
+	if err := c.unregister(op, reg); err != nil {
+		return err // still registered: the record stays, the call can be repeated
+	}
+	c.mem.mu.Lock()
+	delete(c.mem.regs, reg)
+	c.mem.mu.Unlock()
+	if reg.ownsPrimary {
+		c.releasePrimary(reg.device) // allowed after a reset too
+	}
+	return nil
+}
+
+// unregister unpins reg's range through a live context, never the
+// registering one: the program may have destroyed or reset it, and then the
+// registration went with it (no live context, or NOT_REGISTERED: done).
+func (c *Context) unregister(op string, reg *Registration) error {
 	ctx, dev, owns, err := c.allocContext(op, -1, false)
-	if err != nil {
+	if StatusOf(err) == ErrNoDevice {
 		logf(LogInfo, "mem_dereg: no live context; [0x%x, +%d) went with its context", reg.addr, reg.length)
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	if owns {
 		defer c.releasePrimary(dev)
 	}
 	err = c.drv.HostUnregister(ctx, reg.addr)
 	var r *cudadrv.Result
-	if err != nil && errors.As(err, &r) && r.Code == cudadrv.ErrorHostMemoryNotRegistered {
+	if errors.As(err, &r) && r.Code == cudadrv.ErrorHostMemoryNotRegistered {
 		logf(LogInfo, "mem_dereg: [0x%x, +%d) was no longer registered (its context is gone)", reg.addr, reg.length)
 		return nil
 	}

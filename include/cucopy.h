@@ -340,7 +340,12 @@ typedef struct cucopy_mem_alloc_params {
 CUCOPY_API cucopy_status_t cucopy_mem_alloc(cucopy_context_h ctx,
                                             const cucopy_mem_alloc_params_t *params, void **addr_p);
 
-/** Free memory from cucopy_mem_alloc(); other addresses get ::CUCOPY_ERR_INVALID_PARAM. */
+/**
+ * Free memory from cucopy_mem_alloc(); other addresses get
+ * ::CUCOPY_ERR_INVALID_PARAM. Memory whose primary context the program reset
+ * went with it: OK. If the driver fails to free, the memory stays allocated
+ * and the call can be repeated.
+ */
 CUCOPY_API cucopy_status_t cucopy_mem_free(cucopy_context_h ctx, void *addr);
 
 /** cucopy_mem_reg() flags: none defined; pass 0. */
@@ -359,7 +364,8 @@ CUCOPY_API cucopy_status_t cucopy_mem_reg(cucopy_context_h ctx, void *addr, size
 /**
  * Unpin memory pinned by cucopy_mem_reg(). If the registration is already
  * gone (its context was reset or destroyed), the handle is released and
- * ::CUCOPY_OK returned. NULL is a no-op.
+ * ::CUCOPY_OK returned. If the driver fails to unpin, the range stays pinned,
+ * the handle stays valid and the call can be repeated. NULL is a no-op.
  */
 CUCOPY_API cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh);
 /**@}*/
@@ -444,6 +450,9 @@ CUCOPY_API cucopy_status_t cucopy_iface_open(cucopy_context_h ctx,
  * stream, event and primary-context retain it holds. Completions still
  * pending are not called (flush first to get them). Endpoints of the iface
  * become invalid. Must not be called from a completion callback of this iface.
+ * If a driver call fails while releasing, the error is returned, the iface
+ * stays open (holding only what it could not release) and close can be
+ * called again.
  */
 CUCOPY_API cucopy_status_t cucopy_iface_close(cucopy_iface_h iface);
 
@@ -479,6 +488,10 @@ CUCOPY_API cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned fla
  * Protocol: (1) cucopy_iface_event_arm(); (2) if it returns ::CUCOPY_ERR_BUSY,
  * call cucopy_iface_progress() and go to (1); (3) otherwise poll/epoll the fd;
  * (4) when readable, call cucopy_iface_progress() and go to (1).
+ * poll/epoll may fail with EINTR: besides the program's own signals, the Go
+ * runtime inside the library preempts with SIGURG, which can reach any thread
+ * that called in. Retry on EINTR (GODEBUG=asyncpreemptoff=1 in the
+ * environment at load turns those signals off).
  */
 CUCOPY_API cucopy_status_t cucopy_iface_event_fd(cucopy_iface_h iface, int *fd_p);
 

@@ -10,6 +10,7 @@
  */
 #include <cucopy.h>
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,11 @@ static void wait_event_fd(cucopy_iface_h iface, struct request *req)
         cucopy_status_t s = cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP);
         if (s == CUCOPY_OK) { /* armed: nothing ready yet, sleep until a copy ends */
             struct pollfd p = {.fd = fd, .events = POLLIN};
-            if (poll(&p, 1, 10000) <= 0) {
+            int ready;
+            do /* EINTR: Go's preemption signal (SIGURG) may interrupt poll; retry */
+                ready = poll(&p, 1, 10000);
+            while (ready < 0 && errno == EINTR);
+            if (ready <= 0) {
                 fprintf(stderr, "no completion within 10 s\n");
                 exit(1);
             }

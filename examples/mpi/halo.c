@@ -36,6 +36,7 @@
 #include "halo_drv.h"
 
 #include <mpi.h>
+#include <errno.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -164,7 +165,10 @@ static int wait_event_fd(struct waiter *w)
         if (s != CUCOPY_OK)
             die("cucopy_iface_event_arm", s);
         struct pollfd p = {event_fd, POLLIN, 0};
-        int ready = poll(&p, 1, POLL_TIMEOUT_MS);
+        int ready;
+        do /* EINTR: Go's preemption signal (SIGURG) may interrupt poll; retry */
+            ready = poll(&p, 1, POLL_TIMEOUT_MS);
+        while (ready < 0 && errno == EINTR);
         if (ready != 1) {
             fprintf(stderr, "halo[%d]: event fd not readable after %d ms with %d copies "
                             "pending (lost wake-up)\n", rank, POLL_TIMEOUT_MS, w->comp.count);

@@ -330,7 +330,10 @@ contains
       p%fd = event_fd
       p%events = int(pollin, c_short)
       p%revents = 0
-      ready = c_poll(p, 1_c_long, 30000_c_int)
+      ready = -1
+      do while (ready < 0)  ! -1: EINTR from Go's preemption signal (SIGURG); retry
+        ready = c_poll(p, 1_c_long, 30000_c_int)
+      end do
       if (ready /= 1) then
         write (0, '(a,i0,a)') "halo[", rank, "]: event fd not readable after 30 s (lost wake-up)"
         call MPI_Abort(MPI_COMM_WORLD, 3, ierr)

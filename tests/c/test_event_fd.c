@@ -19,6 +19,7 @@
 #include "mem.h"
 
 #include <fcntl.h>
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -79,7 +80,10 @@ static struct protocol_result run_protocol(struct tc_comp *comps, int n)
             return r;
         r.arm_ok++;
         struct pollfd p = {fd, POLLIN, 0};
-        int ready = poll(&p, 1, POLL_TIMEOUT_MS);
+        int ready;
+        do /* EINTR: the Go runtime's preemption signal (SIGURG) can land on any thread that called in */
+            ready = poll(&p, 1, POLL_TIMEOUT_MS);
+        while (ready < 0 && errno == EINTR);
         if (FAIL_IF(ready != 1 || !(p.revents & POLLIN),
                     "armed with %d completion(s) pending, but the fd did not become readable in "
                     "%d ms (poll returned %d, revents 0x%x): lost wake-up",

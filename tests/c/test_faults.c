@@ -1001,70 +1001,6 @@ static int child_main(int c, int step, const char *name, int j)
 
 #define PARALLEL 4 /* children at a time (they mostly wait) */
 
-/*
- * EXPECTED FAILURES: library bugs this test found, not fixed yet. A failed
- * case is an XFAIL when its entry point is equal, `call` (when not NULL) is
- * a substring of the faulted cucopy call, its output contains `symptom`, and
- * it shows nothing of never_excused[]. XFAILs print loudly and do not fail
- * the test (TEST_FAULTS_NO_XFAIL=1: they do); an entry that matched nothing
- * is reported as XPASS at the end. Delete entries once their bug is fixed.
- */
-#define BUG_POP                                                                           \
-    "B1: a failing cuCtxPopCurrent after a successful create/alloc/register makes the "   \
-    "call fail (CD_IN_CTX, cudadrv/cd_shim.h, returns -1 when only the pop failed), so "  \
-    "the stream/event/allocation/registration that exists is dropped: leaked (mem_reg: "  \
-    "the retry gets ALREADY_EXISTS)"
-#define BUG_LIVENESS                                                                      \
-    "B2: a failing liveness query (cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxRetain, " \
-    "cuCtxGetId) is taken as 'the primary context was reset' (cd_incarnation_gone in "     \
-    "cudadrv/cd_ops.c; Context.isPrimary/primaryLive/allocContext in core/memory.go): "    \
-    "progress/arm/close drop that context's streams and events without destroying them, " \
-    "mem_free returns OK without freeing, mem_dereg forgets the registration"
-#define BUG_FORGET                                                                        \
-    "B3: release paths forget the resource before the driver released it: when "          \
-    "cd_enter's cuCtxGetCurrent/cuCtxPushCurrent fails in iface_close, "                   \
-    "iface_release_context, mem_free or mem_dereg, the stream/event/allocation/"           \
-    "registration leaves the books anyway (mem_dereg even returns OK), so it leaks and a " \
-    "retry cannot release it"
-static const struct {
-    const char *entry;
-    const char *call;
-    const char *symptom;
-    const char *bug;
-} xfails[] = {
-    {"cuCtxPopCurrent", NULL, "LEAK: ", BUG_POP},
-    {"cuDevicePrimaryCtxGetState", NULL, "LEAK: ", BUG_LIVENESS},
-    {"cuDevicePrimaryCtxRetain", NULL, "LEAK: ", BUG_LIVENESS},
-    {"cuCtxGetId", NULL, "LEAK: ", BUG_LIVENESS},
-    {"cuCtxGetCurrent", NULL, "LEAK: ", BUG_FORGET},
-    {"cuCtxPushCurrent", NULL, "LEAK: ", BUG_FORGET},
-};
-#define NXFAILS ((int)(sizeof(xfails) / sizeof(xfails[0])))
-static long xfail_hits[NXFAILS];
-
-/* Symptoms no known bug excuses. */
-static const char *const never_excused[] = {
-    "does not name", "misuse", "VIOLATION", "data differs", "never fired", "not readable",
-    "changed the current context", "empty cucopy_last_error", "not triggered",
-    "call sequence differs", "FATAL", "fired 2", "clean workload failed",
-};
-
-static int xfail_match(const char *entry, const char *call, const char *out, int rc)
-{
-    const char *off = getenv("TEST_FAULTS_NO_XFAIL");
-    if (rc != 1 || (off != NULL && strcmp(off, "1") == 0))
-        return -1;
-    for (size_t i = 0; i < sizeof(never_excused) / sizeof(never_excused[0]); i++)
-        if (strstr(out, never_excused[i]) != NULL)
-            return -1;
-    for (int i = 0; i < NXFAILS; i++)
-        if (strcmp(xfails[i].entry, entry) == 0 &&
-            (xfails[i].call == NULL || strstr(call, xfails[i].call) != NULL) &&
-            strstr(out, xfails[i].symptom) != NULL)
-            return i;
-    return -1;
-}
-
 struct outcome_stats {
     int sites, errors, later, tolerated, failed;
 };
@@ -1130,8 +1066,7 @@ int main(int argc, char **argv)
 
     struct outcome_stats st[NE];
     memset(st, 0, sizeof(st));
-    long faults = 0, failed = 0, xfailed = 0, xpassed = 0, ops = clean_ops;
-    (void)xpassed;
+    long faults = 0, failed = 0, ops = clean_ops;
     int called = 0;
     for (int e = 0; e < NE; e++)
         called += total[e] > 0;
@@ -1184,27 +1119,11 @@ int main(int argc, char **argv)
                 st[e].later++;
             if (rc == 0 && pass)
                 continue;
-            int xi = xfail_match(entry_names[e], lib_what[c], out, rc);
-            const char *known = xi >= 0 ? xfails[xi].bug : NULL;
-            if (xi >= 0)
-                xfail_hits[xi]++;
-            if (known != NULL)
-                xfailed++;
-            else
-                failed++;
+            failed++;
             st[e].failed++;
-            printf("test_faults: %s: %s call #%d of \"%s\" (step \"%s\", LIB call %d): exit %d\n",
-                   known != NULL ? "XFAIL (known library bug)" : "FAIL", entry_names[e], j,
-                   lib_what[c], steps[lib_step[c]].name, c, rc);
-            if (known != NULL) {
-                printf("  %.3s\n", known); /* the bug's id; the text comes at the end */
-                /* The child's problem lines only. */
-                for (char *l = strtok(out, "\n"); l != NULL; l = strtok(NULL, "\n"))
-                    if (strncmp(l, "test_faults: ", 13) == 0 && strstr(l, "driver ") == NULL)
-                        printf("  | %s\n", l + 13);
-            } else {
-                printf("---- child output ----\n%s---- end ----\n", out);
-            }
+            printf("test_faults: FAIL: %s call #%d of \"%s\" (step \"%s\", LIB call %d): exit %d\n",
+                   entry_names[e], j, lib_what[c], steps[lib_step[c]].name, c, rc);
+            printf("---- child output ----\n%s---- end ----\n", out);
         }
     }
     double dt = tc_now() - t0;
@@ -1215,31 +1134,8 @@ int main(int argc, char **argv)
         if (st[e].sites > 0)
             printf("  %-28s %4d (%d / %d / %d; %d)\n", entry_names[e], st[e].sites, st[e].errors,
                    st[e].later, st[e].tolerated, st[e].failed);
-    for (int i = 0; i < NXFAILS; i++)
-        if (xfail_hits[i] == 0) {
-            xpassed++;
-            printf("test_faults: XPASS: xfails[%d] (%s, %s) matched nothing: remove it\n", i,
-                   xfails[i].entry, xfails[i].symptom);
-        }
-    if (xfailed != 0) {
-        printf("test_faults: !!!! %ld EXPECTED FAILURES: known library bugs (xfails[] in "
-               "tests/c/test_faults.c) !!!!\n",
-               xfailed);
-        const char *seen[NXFAILS];
-        int nseen = 0;
-        for (int i = 0; i < NXFAILS; i++) {
-            int dup = 0;
-            for (int k = 0; k < nseen; k++)
-                dup |= seen[k] == xfails[i].bug;
-            if (xfail_hits[i] > 0 && !dup) {
-                seen[nseen++] = xfails[i].bug;
-                printf("  %s\n", xfails[i].bug);
-            }
-        }
-    }
     printf("test_faults: %d entry points called, %ld injected faults (call sites), %ld "
-           "operations verified, %ld failed (%ld expected), %s (%.1f s)\n",
-           called, faults, ops, failed + xfailed, xfailed,
-           failed + xfailed == 0 ? "0 leaks" : "see FAIL/XFAIL lines", dt);
+           "operations verified, %ld failed, %s (%.1f s)\n",
+           called, faults, ops, failed, failed == 0 ? "0 leaks" : "see the FAIL lines", dt);
     return failed == 0 ? 0 : 1;
 }

@@ -75,7 +75,10 @@ program test_f_event_fd
       pfd(1)%fd = fd
       pfd(1)%events = FT_POLLIN
       pfd(1)%revents = 0
-      ready = ft_poll(pfd, 1_c_long, poll_timeout_ms)
+      ready = -1
+      do while (ready < 0)  ! -1: EINTR from Go's preemption signal (SIGURG); retry
+        ready = ft_poll(pfd, 1_c_long, poll_timeout_ms)
+      end do
       if (ready /= 1 .or. iand(int(pfd(1)%revents), int(FT_POLLIN)) == 0) then
         call ft_check(.false., "armed with work pending, but the fd did not become readable: " // &
             "lost wake-up (poll returned " // ft_str(int(ready)) // ")")
