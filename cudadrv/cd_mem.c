@@ -91,8 +91,9 @@ int cd_mem_query(uint64_t ptr, int32_t ndevices, cd_mem_info *info, cd_err *err)
         if (r != CD_SUCCESS)
             CD_FAIL(err, CD_IDX_cuMemRangeGetAttribute, r);
         info->preferred = preferred;
+        int ok = err->result == CD_SUCCESS;
         cd_leave(pushed, err);
-        return err->result == CD_SUCCESS ? 0 : -1;
+        return ok ? 0 : -1;
     }
     /* No owner: pool or VMM memory; host-located VMM memory reads as HOST. */
     if (ctx == NULL && (info->type == CD_MEMORYTYPE_DEVICE || info->type == CD_MEMORYTYPE_HOST)) {
@@ -129,8 +130,9 @@ int cd_mem_alloc(uintptr_t ctx, int32_t kind, uint64_t bytes, uint64_t *ptr, cd_
         *ptr = (uint64_t)(uintptr_t)host;
         break;
     }
-    cd_leave(pushed, err);
-    return err->result == CD_SUCCESS ? 0 : -1;
+    int ok = err->result == CD_SUCCESS;
+    cd_leave(pushed, err); /* a failed pop does not undo the allocation */
+    return ok ? 0 : -1;
 }
 
 static cdResult free_kind(int32_t kind, uint64_t ptr)

@@ -123,8 +123,9 @@ static int cd_canary_gone(uintptr_t ctx, uint64_t canary, uint64_t canary_id)
     cdContext owner = NULL;
     unsigned long long id = 0;
     void *data[2] = {&owner, &id};
-    if (cd.cuPointerGetAttributes(2, attrs, data, canary) != CD_SUCCESS)
-        return 1;
+    cdResult r = cd.cuPointerGetAttributes(2, attrs, data, canary);
+    if (r != CD_SUCCESS) /* no answer: gone only if the driver itself is */
+        return r == CD_ERROR_DEINITIALIZED;
     return (uintptr_t)owner != ctx || id != canary_id;
 }
 
@@ -248,8 +249,9 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
             (void)cd.cuStreamSynchronize(stream);
         }
     }
-    cd_leave(pushed, &op->err);
-    if (op->err.result != CD_SUCCESS)
+    int ok = op->err.result == CD_SUCCESS;
+    cd_leave(pushed, &op->err); /* a failed pop does not undo the issued copy */
+    if (!ok)
         return CD_COPY_DRIVER_ERROR;
     if (op->flags & CD_COPY_SYNC)
         return CD_COPY_DONE;
@@ -273,14 +275,25 @@ int cd_incarnation_gone(const cd_inc *inc)
     unsigned int flags = 0;
     int active = 0;
     unsigned long long now = 0;
-    if (inc->primary_dev >= 0 &&
-        (cd.cuDevicePrimaryCtxGetState(inc->primary_dev, &flags, &active) != CD_SUCCESS || !active))
-        return 1;
+    cdResult r;
+    /* Gone only on the driver's answer; a failed query is no answer (the
+     * operation that follows reports the failure), except that a
+     * deinitialized driver ends every context. */
+    if (inc->primary_dev >= 0) {
+        r = cd.cuDevicePrimaryCtxGetState(inc->primary_dev, &flags, &active);
+        if (r != CD_SUCCESS)
+            return r == CD_ERROR_DEINITIALIZED;
+        if (!active)
+            return 1;
+    }
     if (cd.cuCtxGetId == NULL) /* pre-12: the canary tells the generation, for every context */
         return inc->canary != 0 && cd_canary_gone(inc->ctx, inc->canary, inc->canary_id);
     if (inc->primary_dev < 0)
         return 0;
-    return cd.cuCtxGetId((cdContext)inc->ctx, &now) != CD_SUCCESS || now != inc->id;
+    r = cd.cuCtxGetId((cdContext)inc->ctx, &now);
+    if (r != CD_SUCCESS)
+        return r == CD_ERROR_DEINITIALIZED;
+    return now != inc->id;
 }
 
 static int32_t cd_gone(cd_err *err)
@@ -349,8 +362,9 @@ int32_t cd_arm(const cd_inc *inc, uintptr_t stream, uintptr_t head_event, int32_
             err->result = r;
         }
     }
-    cd_leave(pushed, err);
-    return err->result != CD_SUCCESS ? -1 : busy;
+    int32_t rc = err->result != CD_SUCCESS ? -1 : busy;
+    cd_leave(pushed, err); /* a failed pop does not undo the arm */
+    return rc;
 }
 
 /* Cold paths. */

@@ -140,7 +140,8 @@ void cd_leave(int pushed, cd_err *err);
 
 /* The body of a cold-path function: run `call_` with ctx current (pushed
  * only if needed, popped again), record a failure of entry idx_ in err_,
- * return 0 or -1. */
+ * return 0 or -1. The call's own result decides: what it created or freed
+ * exists or is gone whatever the pop did; a failed pop is left in err_. */
 #define CD_IN_CTX(ctx_, err_, idx_, call_)                                             \
     do {                                                                               \
         int pushed_ = 0;                                                               \
@@ -154,7 +155,7 @@ void cd_leave(int pushed, cd_err *err);
             (err_)->result = r_;                                                       \
         }                                                                              \
         cd_leave(pushed_, (err_));                                                     \
-        return (err_)->result == CD_SUCCESS ? 0 : -1;                                  \
+        return r_ == CD_SUCCESS ? 0 : -1; /* a failed pop stays in err_ only */        \
     } while (0)
 
 /* Progress and event fd. */
