@@ -398,7 +398,6 @@ func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) C.int {
 		}
 		eh := eps.add(ep)
 		if eh == 0 {
-			ep.Destroy()
 			return failf(core.ErrNoResource, op, "too many endpoints")
 		}
 		*out = C.uint64_t(eh)
@@ -408,8 +407,9 @@ func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) C.int {
 
 //export cucopyGoEpDestroy
 func cucopyGoEpDestroy(h C.uint64_t) C.int {
-	return call(eps, h, "ep_destroy", func(ep *core.Ep) C.int {
-		ep.Destroy()
+	// An endpoint holds nothing of its own: its outstanding copies complete
+	// through the iface.
+	return call(eps, h, "ep_destroy", func(*core.Ep) C.int {
 		eps.remove(uint64(h))
 		return 0
 	})

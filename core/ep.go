@@ -26,20 +26,11 @@ func (i *Iface) NewEp() (*Ep, error) {
 	if i.closed {
 		return nil, errorf(ErrHandle, "ep_create", "iface is closed")
 	}
-	i.eps++
 	return &Ep{iface: i}, nil
 }
 
 // Iface is the endpoint's iface.
 func (e *Ep) Iface() *Iface { return e.iface }
-
-// Destroy forgets the endpoint; its outstanding copies complete through the iface.
-func (e *Ep) Destroy() {
-	i := e.iface
-	i.lock()
-	i.eps--
-	i.unlock()
-}
 
 func opName(put, short bool) string {
 	switch {

@@ -57,7 +57,6 @@ type Iface struct {
 
 	fd     int // eventfd, -1 until first needed
 	closed bool
-	eps    int
 
 	cpuOps, cpuBytes uint64
 	statsPrinted     bool

@@ -574,7 +574,6 @@ func TestNewContextDriverError(t *testing.T) {
 	ep, err := i.NewEp()
 	require.NoError(t, err)
 	assert.Same(t, i, ep.Iface())
-	ep.Destroy()
 	require.NoError(t, i.Close())
 	require.NoError(t, c.Destroy())
 }
