@@ -26,6 +26,8 @@ typedef unsigned long long cdMemHandle; /* CUmemGenericAllocationHandle */
 struct CUmemcpyAttributes_st;
 struct CUmemPoolHandle_st; /* CUmemoryPool is a pointer to it */
 struct CUuuid_st;          /* 16 bytes */
+struct CUmod_st;           /* CUmodule is a pointer to it */
+struct CUfunc_st;          /* CUfunction is a pointer to it */
 
 /* The virtual memory API's structs (cd_vmm.h). tests/gpu/check_cuda_h.c
  * defines CD_VMM_FROM_CUDA_H to check the prototypes against cuda.h's own. */
@@ -41,6 +43,7 @@ struct CUuuid_st;          /* 16 bytes */
 #define CD_ERROR_DEINITIALIZED              4
 #define CD_ERROR_NO_DEVICE                  100
 #define CD_ERROR_INVALID_DEVICE             101
+#define CD_ERROR_INVALID_IMAGE              200
 #define CD_ERROR_INVALID_CONTEXT            201
 #define CD_ERROR_PEER_ACCESS_UNSUPPORTED    217
 #define CD_ERROR_INVALID_HANDLE             400

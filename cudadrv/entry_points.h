@@ -105,3 +105,10 @@ CD_ENTRY(cuMemPoolSetAccess, cuMemPoolSetAccess, 11020, CD_TESTS, (struct CUmemP
 CD_ENTRY(cuMemAllocAsync, cuMemAllocAsync, 11020, CD_TESTS, (cdDevicePtr *ptr, size_t bytes, cdStream stream))
 CD_ENTRY(cuMemFreeAsync, cuMemFreeAsync, 11020, CD_TESTS, (cdDevicePtr ptr, cdStream stream))
 CD_ENTRY(cuMemAdvise, cuMemAdvise_v2, 12020, CD_TESTS, (cdDevicePtr ptr, size_t count, unsigned int advice, struct cd_mem_location location))
+/* A faulting kernel, for the sticky-error test (tests/c/test_sick_context.c).
+ * cuLaunchKernel: cuda.h maps it to cuLaunchKernel_ptsz only under
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM; the default symbol is unversioned. */
+CD_ENTRY(cuModuleLoadData, cuModuleLoadData, 2000, CD_TESTS, (struct CUmod_st **module, const void *image))
+CD_ENTRY(cuModuleGetFunction, cuModuleGetFunction, 2000, CD_TESTS, (struct CUfunc_st **function, struct CUmod_st *module, const char *name))
+CD_ENTRY(cuLaunchKernel, cuLaunchKernel, 4000, CD_TESTS, (struct CUfunc_st *f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_bytes, cdStream stream, void **params, void **extra))
+CD_ENTRY(cuModuleUnload, cuModuleUnload, 2000, CD_TESTS, (struct CUmod_st *module))

@@ -5,10 +5,17 @@
  * outstanding and later operations with a clear status; operations on the
  * other devices complete normally.
  *  - zcopies in flight on device 0 and device 1 (and a flush registered
- *    before the error); device 0's context gets a sticky error
- *    (fakecuda_poison_context);
- *  - progress: every device-0 operation completes exactly once with
- *    CUCOPY_ERR_CUDA, every device-1 operation once with OK and its data;
+ *    before the error); device 0's primary context gets a sticky error the
+ *    way a real program gets one: a kernel that stores to address 0
+ *    (make_sick: cuModuleLoadData of a PTX text, cuLaunchKernel on a stream
+ *    of that context, cuStreamSynchronize reports CUDA_ERROR_ILLEGAL_ADDRESS).
+ *    The fake driver runs no code but treats a kernel named cucopy_fault* as
+ *    one that faults (tests/fakecuda/fakecuda.h), so the test is the same on
+ *    both drivers;
+ *  - progress: every device-0 operation completes exactly once, with
+ *    CUCOPY_ERR_CUDA (on a real driver a piece that finished before the
+ *    fault may complete with OK instead: the kernel runs next to the copies,
+ *    not after them), every device-1 operation once with OK and its data;
  *    the flush completes;
  *  - later operations on device 0 (put/get, short/zcopy, device 0 -> device
  *    1) fail with CUCOPY_ERR_CUDA, their completion untouched, and
@@ -17,10 +24,14 @@
  *  - the same again with the event-fd protocol (arm / poll / progress) while
  *    the sick context has work queued: every completion arrives, no hang;
  *  - flush completes, iface_close returns and releases every stream and event
- *    (a sticky error may be reported there), the context is destroyed; the
- *    caller's current context is never changed; no driver misuse.
- * A sticky error needs a faulting kernel on a real driver, which the project
- * cannot launch: there the test is skipped (exit 77).
+ *    (a sticky error may be reported there; counted on the fake driver), the
+ *    context is destroyed; the caller's current context is never changed; no
+ *    driver misuse (fake driver);
+ *  - device 0's primary context is reset (cuDevicePrimaryCtxReset), which
+ *    ends the sticky error, and device 0 works again for the next round.
+ * A sticky error belongs to one context of one process: other processes,
+ * e.g. the tests that run after this one on the same GPU, never see it; the
+ * reset at the end of each round is for this process's next round.
  */
 #define _GNU_SOURCE
 #include "memtest.h"
@@ -34,12 +45,11 @@
 #define NCH 4
 #define TIMEOUT_S 60.0
 #define SLOW_US 100000 /* per stream operation while work must stay in flight */
-#define CD_ERROR_ILLEGAL_ADDRESS 700
 
 static cucopy_context_h cctx;
 static size_t len; /* bytes per piece */
 static unsigned base_delay_us;
-static void (*fake_poison)(cdContext, int);
+/* The fake driver's controls: NULL on a real driver. */
 static void (*fake_set_delay_us)(unsigned);
 static int (*fake_live_streams)(cdContext);
 static int (*fake_live_events)(cdContext);
@@ -76,6 +86,113 @@ static void prim_reset(int dev)
     cdDevice d;
     TD_CHECK(td.cuDeviceGet(&d, dev));
     TD_CHECK(td.cuDevicePrimaryCtxReset(d));
+}
+
+/* A kernel that stores to address 0 (PTX ISA 6.0, sm_50: every driver JIT-
+ * compiles it for its GPU). */
+static const char fault_ptx[] = ".version 6.0\n"
+                                ".target sm_50\n"
+                                ".address_size 64\n"
+                                ".visible .entry cucopy_fault()\n"
+                                "{\n"
+                                "    .reg .u64 %rd<2>;\n"
+                                "    .reg .u32 %r<2>;\n"
+                                "    mov.u64 %rd1, 0;\n"
+                                "    mov.u32 %r1, 1;\n"
+                                "    st.global.u32 [%rd1], %r1;\n"
+                                "    ret;\n"
+                                "}\n";
+
+/* The faulting kernel, loaded into a context, and a stream of that context
+ * to launch it on. */
+struct sick {
+    cdContext ctx;
+    struct CUmod_st *mod;
+    struct CUfunc_st *fn;
+    cdStream stream;
+};
+
+/* Loads the kernel in @p ctx (the JIT compilation happens here, before any
+ * copy is in flight). */
+static void sick_prepare(struct sick *k, cdContext ctx)
+{
+    memset(k, 0, sizeof(*k));
+    k->ctx = ctx;
+    tc_push(ctx);
+    TD_CHECK(td.cuModuleLoadData(&k->mod, fault_ptx));
+    TD_CHECK(td.cuModuleGetFunction(&k->fn, k->mod, "cucopy_fault"));
+    TD_CHECK(td.cuStreamCreate(&k->stream, CD_STREAM_NON_BLOCKING));
+    tc_pop(ctx);
+}
+
+/* On a context with a sticky error a release may report the error (the real
+ * driver's choice); the fake documents success. */
+static void sick_release_status(cdResult r, const char *what)
+{
+    CHECKF(r == CD_SUCCESS || (!td.is_fake && r == CD_ERROR_ILLEGAL_ADDRESS),
+           "%s on the sick context returned %s (%u)", what, testdrv_error_name(r), r);
+}
+
+/* Makes the context sick on any driver: launch the kernel, synchronize (the
+ * fault shows there: CUDA_ERROR_ILLEGAL_ADDRESS), release the stream and the
+ * module. The context has the sticky error from then on. */
+static void make_sick(struct sick *k)
+{
+    tc_push(k->ctx);
+    TD_CHECK(td.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, k->stream, NULL, NULL));
+    cdResult r = td.cuStreamSynchronize(k->stream);
+    if (r != CD_ERROR_ILLEGAL_ADDRESS)
+        tc_fatal(__FILE__, __LINE__,
+                 "the kernel storing to address 0 did not make the context sick: "
+                 "cuStreamSynchronize returned %s (%u), expected CUDA_ERROR_ILLEGAL_ADDRESS",
+                 testdrv_error_name(r), r);
+    /* Sticky: asking again reports it again. */
+    r = td.cuStreamQuery(k->stream);
+    CHECKF(r == CD_ERROR_ILLEGAL_ADDRESS, "cuStreamQuery after the fault returned %s (%u)",
+           testdrv_error_name(r), r);
+    sick_release_status(td.cuStreamDestroy(k->stream), "cuStreamDestroy");
+    sick_release_status(td.cuModuleUnload(k->mod), "cuModuleUnload");
+    tc_pop(k->ctx);
+    k->stream = NULL;
+    k->mod = NULL;
+    k->fn = NULL;
+}
+
+/* After the reset, device 0 works again in this process: allocate, set,
+ * read back. */
+static int device_usable(int dev)
+{
+    cdDevice d;
+    cdContext c = NULL;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxRetain(&c, d));
+    tc_push(c);
+    cdDevicePtr p = 0;
+    unsigned char back[64];
+    memset(back, 0, sizeof(back));
+    cdResult r = td.cuMemAlloc(&p, sizeof(back));
+    const char *what = "cuMemAlloc";
+    if (r == CD_SUCCESS) {
+        what = "cuMemsetD8";
+        r = td.cuMemsetD8(p, 0xa5, sizeof(back));
+        if (r == CD_SUCCESS) {
+            what = "cuMemcpyDtoH";
+            r = td.cuMemcpyDtoH(back, p, sizeof(back));
+        }
+        cdResult f = td.cuMemFree(p);
+        if (r == CD_SUCCESS && f != CD_SUCCESS) {
+            what = "cuMemFree";
+            r = f;
+        }
+    }
+    tc_pop(c);
+    TD_CHECK(td.cuDevicePrimaryCtxRelease(d));
+    int ok = CHECKF(r == CD_SUCCESS && back[0] == 0xa5 && back[sizeof(back) - 1] == 0xa5,
+                    "device %d after cuDevicePrimaryCtxReset: %s returned %s (%u)%s", dev, what,
+                    testdrv_error_name(r), r,
+                    r == CD_SUCCESS ? ", data differs" : "; the driver keeps the process's "
+                                                         "device unusable after a sticky error");
+    return ok;
 }
 
 /* A call in a loop: only a failure counts (the case count stays fixed). */
@@ -117,6 +234,31 @@ static int flight_pending(const struct flight *f)
     return n;
 }
 
+/* Device 0's pieces in flight at the fault: each completes exactly once,
+ * with CUCOPY_ERR_CUDA; on a real driver a piece may have finished before the
+ * kernel faulted (OK) or fail with another negative status. */
+static void flight_check_sick(const struct flight *f, const char *what)
+{
+    int ok = 0, failed = 0;
+    for (int i = 0; i < NCH; i++) {
+        if (f->st[i] != CUCOPY_INPROGRESS)
+            continue;
+        int s = f->c[i].comp.status;
+        CHECKF(f->c[i].fired == 1, "%s: piece %d fired %d time(s)", what, i, f->c[i].fired);
+        if (td.is_fake)
+            CHECKF(s == CUCOPY_ERR_CUDA, "%s: piece %d completed with %s, expected %s", what, i,
+                   tc_status_name(s), tc_status_name(CUCOPY_ERR_CUDA));
+        else
+            CHECKF(s == CUCOPY_OK || s < 0,
+                   "%s: piece %d completed with %s, expected OK or an error", what, i,
+                   tc_status_name(s));
+        ok += s == CUCOPY_OK;
+        failed += s < 0;
+    }
+    printf("test_sick_context: %s: %d piece(s) in flight at the fault completed OK, %d failed\n",
+           what, ok, failed);
+}
+
 static void flight_check(const struct flight *f, int want, const char *what)
 {
     for (int i = 0; i < NCH; i++) {
@@ -154,9 +296,11 @@ static void check_sick(int s, const char *op, const char *what)
     }
 }
 
+/* Fake driver: keep the copies in flight while the kernel faults. */
 static void slow(int on)
 {
-    fake_set_delay_us(on ? SLOW_US : base_delay_us);
+    if (fake_set_delay_us != NULL)
+        fake_set_delay_us(on ? SLOW_US : base_delay_us);
 }
 
 /* Run one round. use_arm: wait with the event-fd protocol instead of a
@@ -172,6 +316,8 @@ static void round_sick(int use_arm)
     tc_buf_alloc_in(&s1, p1, NCH * len);
     tc_buf_alloc_in(&t1, p1, NCH * len);
     tc_buf_alloc_in(&x1, p1, NCH * len);
+    struct sick sk;
+    sick_prepare(&sk, p0);
     cucopy_iface_h iface;
     cucopy_ep_h ep;
     REQUIRE(MT_CALL(cucopy_iface_open(cctx, NULL, &iface)) == CUCOPY_OK);
@@ -191,8 +337,10 @@ static void round_sick(int use_arm)
     tc_comp_init(&fc, 1);
     int fs = MT_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
     CHECK_STATUS(fs, CUCOPY_INPROGRESS);
-    fake_poison(p0, CD_ERROR_ILLEGAL_ADDRESS);
+    /* Fake: the kernel must not wait behind the delay; the copies already
+     * started theirs. */
     slow(0);
+    make_sick(&sk);
 
     tc_case_begin("%s: completions after the sticky error", phase);
     double deadline = tc_now() + TIMEOUT_S;
@@ -230,7 +378,7 @@ static void round_sick(int use_arm)
     }
     for (int k = 0; k < 5; k++)
         (void)FAIL_IF(LOOP_CALL(cucopy_iface_progress(iface)) < 0, "progress failed");
-    flight_check(&f0, CUCOPY_ERR_CUDA, "device 0 (sick)");
+    flight_check_sick(&f0, "device 0 (sick)");
     flight_check(&f1, CUCOPY_OK, "device 1");
     check_data(&t1, 2, "device 1 in flight");
     CHECKF(fc.fired == 1, "flush registered before the error fired %d time(s)", fc.fired);
@@ -311,17 +459,20 @@ static void round_sick(int use_arm)
                "iface_close: last error \"%s\" does not name the sticky error",
                cucopy_last_error());
     CHECK_STATUS(MT_CALL(cucopy_iface_progress(iface)), CUCOPY_ERR_INVALID_HANDLE);
-    CHECKF(fake_live_streams(NULL) == 0 && fake_live_events(NULL) == 0,
-           "%s: %d stream(s), %d event(s) alive after iface_close", phase,
-           fake_live_streams(NULL), fake_live_events(NULL));
+    if (td.is_fake)
+        CHECKF(fake_live_streams(NULL) == 0 && fake_live_events(NULL) == 0,
+               "%s: %d stream(s), %d event(s) alive after iface_close", phase,
+               fake_live_streams(NULL), fake_live_events(NULL));
 
-    /* The program recovers device 0 the CUDA way: reset (ends the error). */
-    prim_reset(0);
-    prim_release(0);
+    /* Everything released, the program recovers device 0 the CUDA way: a
+     * reset of the primary context ends the sticky error (and frees s0, t0).
+     * The error never reached another process. */
     tc_buf_free(&s1);
     tc_buf_free(&t1);
     tc_buf_free(&x1);
     prim_release(1);
+    prim_reset(0);
+    prim_release(0);
     CHECKF(violations() == v0, "%s: %ld driver misuse(s)", phase, violations() - v0);
 }
 
@@ -330,16 +481,20 @@ int main(void)
     tc_init("test_sick_context");
     if (td.device_count < 2)
         tc_skip("test_sick_context: needs 2 devices, the driver shows %d", td.device_count);
+    if (td.cuModuleLoadData == NULL || td.cuModuleGetFunction == NULL ||
+        td.cuLaunchKernel == NULL || td.cuModuleUnload == NULL ||
+        td.cuDevicePrimaryCtxReset == NULL)
+        tc_skip("test_sick_context: SKIP: the driver (version %d) lacks the module, launch or "
+                "primary-context reset entry points",
+                td.driver_version);
     mt_init_fake();
-    fake_poison = (void (*)(cdContext, int))testdrv_fake_sym("fakecuda_poison_context");
-    fake_set_delay_us = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
-    fake_live_streams = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_streams");
-    fake_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
-    if (!td.is_fake || fake_poison == NULL)
-        tc_skip("test_sick_context: SKIP: a sticky context error needs a faulting kernel on a "
-                "real driver, which this project cannot launch; runs on the fake driver only");
-    REQUIRE(fake_set_delay_us != NULL && fake_live_streams != NULL && fake_live_events != NULL &&
-            mt_fake.violations != NULL);
+    if (td.is_fake) {
+        fake_set_delay_us = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
+        fake_live_streams = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_streams");
+        fake_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
+        REQUIRE(fake_set_delay_us != NULL && fake_live_streams != NULL &&
+                fake_live_events != NULL && mt_fake.violations != NULL);
+    }
     const char *delay = getenv("FAKECUDA_DELAY_US");
     base_delay_us = delay != NULL ? (unsigned)strtoul(delay, NULL, 10) : 0;
     len = 4096;
@@ -347,11 +502,16 @@ int main(void)
     tc_buf_alloc(&host_a, TC_MEM_PAGEABLE, NCH * len);
     tc_buf_alloc(&host_b, TC_MEM_PAGEABLE, NCH * len);
     REQUIRE_OK(cucopy_context_create(NULL, &cctx));
-    printf("test_sick_context: %d device(s), fake driver\n", td.device_count);
+    printf("test_sick_context: %d device(s), %s driver %d\n", td.device_count,
+           td.is_fake ? "fake" : "real", td.driver_version);
     long v0 = violations();
 
     round_sick(0);
-    round_sick(1);
+    tc_case_begin("device 0 usable again after the reset");
+    int usable = device_usable(0);
+    tc_case_end();
+    if (usable)
+        round_sick(1);
 
     CHECK_STATUS(MT_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
     CHECKF(violations() == v0, "%ld driver misuse(s) in the whole test", violations() - v0);

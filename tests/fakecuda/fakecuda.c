@@ -166,9 +166,10 @@ static void fk_after_fork_child(void)
     atomic_store(&fk_forked, 1);
 }
 
-#define FK_NTABLES 4
-static struct fk_table *const fk_tables[FK_NTABLES] = {&fk_ctx_table, &fk_stream_table,
-                                                    &fk_event_table, &fk_pool_table};
+#define FK_NTABLES 6
+static struct fk_table *const fk_tables[FK_NTABLES] = {&fk_ctx_table,    &fk_stream_table,
+                                                    &fk_event_table,  &fk_pool_table,
+                                                    &fk_module_table, &fk_func_table};
 
 #define FK_TABLE_SPAN ((size_t)64 << 20) /* handle address space per kind */
 #define FK_HANDLE_STRIDE 16
@@ -345,6 +346,7 @@ static const struct fk_error_text fk_errors[] = {
     FK_ERR(ERROR_DEINITIALIZED, "driver shutting down"),
     FK_ERR(ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
     FK_ERR(ERROR_INVALID_DEVICE, "invalid device ordinal"),
+    FK_ERR(ERROR_INVALID_IMAGE, "device kernel image is invalid"),
     FK_ERR(ERROR_INVALID_CONTEXT, "invalid device context"),
     FK_ERR(ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these two devices"),
     FK_ERR(ERROR_INVALID_HANDLE, "invalid resource handle"),

@@ -47,6 +47,23 @@
  * (cuMemSetAccess: READ to read, READWRITE to write) fails with
  * CUDA_ERROR_INVALID_VALUE and counts a violation. Managed preferred
  * locations (cuMemAdvise) are kept per allocation, not per page.
+ *
+ * Modules and kernels (tests only): cuModuleLoadData takes a NUL-terminated
+ * PTX text (it must contain ".version" and ".target", else
+ * CUDA_ERROR_INVALID_IMAGE; no cubin or fatbin) and needs a current context,
+ * whose module it becomes. cuModuleGetFunction finds `.entry NAME` in that
+ * text (CUDA_ERROR_NOT_FOUND otherwise). Nothing is compiled or executed:
+ * cuLaunchKernel (grid and block dimensions >= 1, at most 1024 threads a
+ * block, at most 48 KiB of shared memory; kernel parameters are ignored)
+ * queues an operation on the stream, whose context must be current and own
+ * the function's module, as for copies. When the operation runs, a kernel
+ * whose name starts with "cucopy_fault" is taken to store to address 0 (the
+ * PTX of tests/c/test_sick_context.c does): it gives the stream's context the
+ * sticky error CUDA_ERROR_ILLEGAL_ADDRESS, exactly as
+ * fakecuda_poison_context() does, which the synchronization of that work then
+ * reports. Every other kernel does nothing. cuModuleUnload works on a context
+ * with a sticky error; a module or function used after its unload or its
+ * context's death is a violation.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H

@@ -367,13 +367,20 @@ cdResult cuCtxEnablePeerAccess(cdContext peer, unsigned int flags)
 
 /* ---- sticky errors ------------------------------------------------------------------ */
 
+int fk_ctx_set_poison(struct fk_ctx *c, unsigned long long id, int code)
+{
+    pthread_mutex_lock(&fk_lock);
+    int alive = fk_ctx_alive(c, id);
+    if (alive)
+        atomic_store(&c->poison, code);
+    pthread_mutex_unlock(&fk_lock);
+    return alive;
+}
+
 FK_EXPORT void fakecuda_poison_context(cdContext ctx, int code)
 {
     struct fk_ctx *c = fk_ctx_find(ctx);
-    if (c == NULL || atomic_load(&c->live_id) == 0) {
+    if (c == NULL || !fk_ctx_set_poison(c, atomic_load(&c->live_id), code))
         fprintf(stderr, "fakecuda: fakecuda_poison_context: %p is not a live context; ignored\n",
                 (void *)ctx);
-        return;
-    }
-    atomic_store(&c->poison, code);
 }

@@ -110,6 +110,8 @@ extern struct fk_table fk_ctx_table;    /* fakecuda_ctx.c */
 extern struct fk_table fk_stream_table; /* fakecuda_stream.c */
 extern struct fk_table fk_event_table;  /* fakecuda_stream.c */
 extern struct fk_table fk_pool_table;   /* fakecuda_vmm.c */
+extern struct fk_table fk_module_table; /* fakecuda_module.c */
+extern struct fk_table fk_func_table;   /* fakecuda_module.c */
 
 /* Contexts (fakecuda_ctx.c). */
 struct fk_stream;
@@ -137,6 +139,9 @@ int fk_ctx_alive(const struct fk_ctx *c, unsigned long long id);
  * is none, CONTEXT_IS_DESTROYED (a violation) when it is dead, the sticky
  * error when @p poison_applies and it has one. */
 cdResult fk_ctx_require_current(struct fk_ctx **out, const char *api, int poison_applies);
+/* Gives the incarnation @p id of @p c the sticky error @p code (0 clears
+ * it); nothing when that incarnation is no longer alive. Takes fk_lock. */
+int fk_ctx_set_poison(struct fk_ctx *c, unsigned long long id, int code);
 
 /* Memory (fakecuda_mem.c). */
 enum fk_mem_kind {
@@ -215,6 +220,12 @@ void fk_vmm_unref(struct fk_vmm *v);    /* a mapping's reference; lock-free */
 struct CUmemPoolHandle_st *fk_pool_handle(const struct fk_pool *p);
 long fk_vmm_count_live_locked(void);    /* allocations whose memory still exists */
 cdResult fk_stream_ctx(cdStream stream, const char *api, struct fk_ctx **out); /* stream.c */
+
+/* Modules (fakecuda_module.c). Under fk_lock: the function @p f of a loaded
+ * module whose context is alive; its context incarnation and whether the
+ * kernel faults when it runs (fakecuda.h: the "cucopy_fault" marker). */
+cdResult fk_function_check_locked(struct CUfunc_st *f, const char *api, struct fk_ctx **ctx,
+                                  unsigned long long *ctx_id, int *faults);
 
 /* Streams and events (fakecuda_stream.c). */
 void fk_streams_kill_ctx_locked(struct fk_ctx *c, struct fk_stream ***stopped, int *nstopped);

@@ -722,6 +722,85 @@ static void call_cuda_from_host_fn(void *arg)
     *rc = (int)drv.cuDeviceGetCount(&count);
 }
 
+static const char fault_ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
+                                ".visible .entry cucopy_fault()\n{\n    ret;\n}\n"
+                                ".visible .entry harmless()\n{\n    ret;\n}\n";
+
+/* Modules and the faulting kernel: a sticky error on its own context only. */
+static void test_kernels(cdContext ctx0, cdContext ctx1)
+{
+    struct CUmod_st *m0 = NULL;
+    struct CUmod_st *m1 = NULL;
+    struct CUfunc_st *fault = NULL;
+    struct CUfunc_st *harmless = NULL;
+    struct CUfunc_st *other = NULL;
+    cdStream s0 = NULL;
+    cdStream s1 = NULL;
+    CHECK_RC(drv.cuModuleLoadData(&m0, fault_ptx), CD_ERROR_INVALID_CONTEXT);
+    OK(drv.cuCtxPushCurrent(ctx1));
+    OK(drv.cuModuleLoadData(&m1, fault_ptx));
+    OK(drv.cuModuleGetFunction(&other, m1, "harmless"));
+    OK(drv.cuStreamCreate(&s1, CD_STREAM_NON_BLOCKING));
+    OK(drv.cuCtxSetCurrent(ctx0));
+    CHECK_RC(drv.cuModuleLoadData(&m0, "not PTX"), CD_ERROR_INVALID_IMAGE);
+    OK(drv.cuModuleLoadData(&m0, fault_ptx));
+    CHECK_RC(drv.cuModuleGetFunction(&fault, m0, "cucopy_faul"), CD_ERROR_NOT_FOUND);
+    CHECK_RC(drv.cuModuleGetFunction(&fault, m0, "missing"), CD_ERROR_NOT_FOUND);
+    OK(drv.cuModuleGetFunction(&fault, m0, "cucopy_fault"));
+    OK(drv.cuModuleGetFunction(&harmless, m0, "harmless"));
+    OK(drv.cuStreamCreate(&s0, 0));
+    CHECK_RC(drv.cuLaunchKernel(fault, 0, 1, 1, 1, 1, 1, 0, s0, NULL, NULL),
+             CD_ERROR_INVALID_VALUE);
+    CHECK_RC(drv.cuLaunchKernel(fault, 1, 1, 1, 1025, 1, 1, 0, s0, NULL, NULL),
+             CD_ERROR_INVALID_VALUE);
+    /* The stream's context must be current and own the function. */
+    VIOLATES(drv.cuLaunchKernel(harmless, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL),
+             CD_ERROR_INVALID_HANDLE);
+    VIOLATES(drv.cuLaunchKernel(other, 1, 1, 1, 1, 1, 1, 0, s0, NULL, NULL),
+             CD_ERROR_INVALID_HANDLE);
+    /* A harmless kernel does nothing, on a created and the default stream. */
+    OK(drv.cuLaunchKernel(harmless, 1, 1, 1, 32, 1, 1, 0, s0, NULL, NULL));
+    OK(drv.cuLaunchKernel(harmless, 2, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    OK(drv.cuStreamSynchronize(s0));
+    OK(drv.cuCtxSynchronize());
+    long calls = fk.calls("cuLaunchKernel");
+    /* The faulting kernel: the launch succeeds, the fault shows once it ran,
+     * then sticks to every later call on ctx0; ctx1 goes on. */
+    fk.set_delay_us(20000);
+    OK(drv.cuLaunchKernel(fault, 1, 1, 1, 1, 1, 1, 0, s0, NULL, NULL));
+    CHECK_RC(drv.cuStreamQuery(s0), CD_ERROR_NOT_READY);
+    CHECK_RC(drv.cuStreamSynchronize(s0), CD_ERROR_ILLEGAL_ADDRESS);
+    fk.set_delay_us(0);
+    CHECK(fk.calls("cuLaunchKernel") == calls + 1);
+    CHECK_RC(drv.cuStreamQuery(s0), CD_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(drv.cuCtxSynchronize(), CD_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(drv.cuLaunchKernel(harmless, 1, 1, 1, 1, 1, 1, 0, s0, NULL, NULL),
+             CD_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(drv.cuModuleGetFunction(&harmless, m0, "harmless"), CD_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(drv.cuModuleLoadData(&(struct CUmod_st *){NULL}, fault_ptx),
+             CD_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(drv.cuStreamCreate(&(cdStream){NULL}, 0), CD_ERROR_ILLEGAL_ADDRESS);
+    OK(drv.cuCtxSetCurrent(ctx1));
+    OK(drv.cuLaunchKernel(other, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL));
+    OK(drv.cuStreamSynchronize(s1));
+    OK(drv.cuModuleUnload(m1));
+    VIOLATES(drv.cuModuleUnload(m1), CD_ERROR_INVALID_HANDLE);
+    VIOLATES(drv.cuLaunchKernel(other, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL),
+             CD_ERROR_INVALID_HANDLE);
+    VIOLATES(drv.cuModuleGetFunction(&other, m1, "harmless"), CD_ERROR_INVALID_HANDLE);
+    OK(drv.cuStreamDestroy(s1));
+    /* Destroying and unloading still work on the sick context. */
+    OK(drv.cuCtxSetCurrent(ctx0));
+    OK(drv.cuModuleUnload(m0));
+    OK(drv.cuStreamDestroy(s0));
+    OK(drv.cuCtxPopCurrent(NULL));
+    fk.poison(ctx0, 0);
+    OK(drv.cuCtxPushCurrent(ctx0));
+    OK(drv.cuCtxSynchronize());
+    OK(drv.cuCtxPopCurrent(NULL));
+    CHECK(fk.live_streams(NULL) == 0);
+}
+
 static void test_streams(cdContext ctx0, cdContext ctx1)
 {
     enum { N = 1 << 20 };
@@ -908,6 +987,7 @@ int main(int argc, char **argv)
     test_memory_more(ctx0, ctx1);
     test_vmm(ctx0, ctx1);
     test_pools(ctx0, ctx1);
+    test_kernels(ctx0, ctx1);
     test_streams(ctx0, ctx1);
 
     /* Leave nothing behind: the fake's exit report must stay silent. */

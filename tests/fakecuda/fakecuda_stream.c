@@ -23,6 +23,7 @@ enum fk_op_kind {
     FK_OP_MEMSET,
     FK_OP_RECORD,
     FK_OP_HOST_FN,
+    FK_OP_KERNEL, /* value: the kernel faults (fakecuda_module.c) */
 };
 
 struct fk_event;
@@ -102,6 +103,13 @@ static void fk_run_op(struct fk_stream *s, struct fk_op *op)
         fk_in_host_fn = 1;
         op->fn(op->user_data);
         fk_in_host_fn = 0;
+        break;
+    case FK_OP_KERNEL:
+        /* A store to address 0: the device reports the fault, and the
+         * context has the sticky error from then on (fakecuda_poison_context's
+         * state, set only while this incarnation lives). */
+        if (op->value && !poisoned)
+            (void)fk_ctx_set_poison(s->ctx, s->ctx_id, CD_ERROR_ILLEGAL_ADDRESS);
         break;
     }
 }
@@ -780,6 +788,42 @@ cdResult cuLaunchHostFunc(cdStream stream, cdHostFn fn, void *user_data)
     if (rc == CD_SUCCESS) {
         op->fn = fn;
         op->user_data = user_data;
+        fk_enqueue_locked(s, op);
+    }
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
+}
+
+cdResult cuLaunchKernel(struct CUfunc_st *f, unsigned int grid_x, unsigned int grid_y,
+                        unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                        unsigned int block_z, unsigned int shared_bytes, cdStream stream,
+                        void **params, void **extra)
+{
+    FK_ENTER(cuLaunchKernel);
+    (void)params; /* the fake's kernels are not executed */
+    (void)extra;
+    if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
+        block_z == 0 || (unsigned long long)block_x * block_y * block_z > 1024 ||
+        shared_bytes > 48 * 1024)
+        return CD_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fk_lock);
+    struct fk_ctx *fc = NULL;
+    unsigned long long fc_id = 0;
+    int faults = 0;
+    struct fk_stream *s = NULL;
+    struct fk_op *op = NULL;
+    cdResult rc = fk_function_check_locked(f, "cuLaunchKernel", &fc, &fc_id, &faults);
+    if (rc == CD_SUCCESS)
+        rc = fk_stream_for_work_locked(stream, "cuLaunchKernel", &s);
+    if (rc == CD_SUCCESS && (s->ctx != fc || s->ctx_id != fc_id))
+        rc = fk_violation(CD_ERROR_INVALID_HANDLE,
+                          "cuLaunchKernel: function %p of context id %llu (device %d) launched on "
+                          "a stream of context id %llu (device %d)",
+                          (void *)f, fc_id, fc->device, s->ctx_id, s->ctx->device);
+    if (rc == CD_SUCCESS && (op = fk_op_new(FK_OP_KERNEL)) == NULL)
+        rc = CD_ERROR_OUT_OF_MEMORY;
+    if (rc == CD_SUCCESS) {
+        op->value = faults;
         fk_enqueue_locked(s, op);
     }
     pthread_mutex_unlock(&fk_lock);

@@ -57,6 +57,7 @@
     X(CD_ERROR_DEINITIALIZED, CUDA_ERROR_DEINITIALIZED)                        \
     X(CD_ERROR_NO_DEVICE, CUDA_ERROR_NO_DEVICE)                                \
     X(CD_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_DEVICE)                      \
+    X(CD_ERROR_INVALID_IMAGE, CUDA_ERROR_INVALID_IMAGE)                        \
     X(CD_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_CONTEXT)                    \
     X(CD_ERROR_PEER_ACCESS_UNSUPPORTED, CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)    \
     X(CD_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_HANDLE)                      \
@@ -139,6 +140,8 @@ SAME_TYPE(cdContext, CUcontext)
 SAME_TYPE(cdStream, CUstream)
 SAME_TYPE(cdEvent, CUevent)
 SAME_TYPE(cdHostFn, CUhostFn)
+SAME_TYPE(struct CUmod_st *, CUmodule)
+SAME_TYPE(struct CUfunc_st *, CUfunction)
 SAME_TYPE(struct CUmemcpyAttributes_st, CUmemcpyAttributes)
 SAME_TYPE(cdMemHandle, CUmemGenericAllocationHandle)
 SAME_TYPE(struct CUuuid_st, CUuuid)
