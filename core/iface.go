@@ -706,6 +706,21 @@ func deinitialized(err error) bool {
 	return errors.As(err, &r) && r.Code == cudadrv.ErrorDeinitialized
 }
 
+// sticky says the context carries a sticky error (an illegal address, a
+// failed launch, ...): the driver refuses every later call on it, releases
+// included, until the program resets it, which frees everything anyway.
+func sticky(err error) bool {
+	var r *cudadrv.Result
+	if !errors.As(err, &r) {
+		return false
+	}
+	switch r.Code {
+	case 700, 709, 710, 714, 715, 716, 717, 718, 719:
+		return true
+	}
+	return false
+}
+
 // inc is slot s's incarnation as the driver layer checks it.
 func (i *Iface) inc(s int) cudadrv.Incarnation {
 	r := i.res[s]
@@ -732,6 +747,10 @@ func (i *Iface) releaseSlot(s int) []error {
 	var errs []error
 	failed := func(what string, err error) bool {
 		if err == nil || deinitialized(err) {
+			return false
+		}
+		if sticky(err) { // released by the program's reset of the sick context
+			logf(LogInfo, "%s on device %d (context id %d, sick): %v; left to the context's reset", what, r.device, r.id, err)
 			return false
 		}
 		errs = append(errs, fmt.Errorf("%s on device %d: %w", what, r.device, err))

@@ -23,15 +23,16 @@
  *    error; later operations on device 1 and host copies still work;
  *  - the same again with the event-fd protocol (arm / poll / progress) while
  *    the sick context has work queued: every completion arrives, no hang;
- *  - flush completes, iface_close returns and releases every stream and event
- *    (a sticky error may be reported there; counted on the fake driver), the
- *    context is destroyed; the caller's current context is never changed; no
- *    driver misuse (fake driver);
- *  - device 0's primary context is reset (cuDevicePrimaryCtxReset), which
- *    ends the sticky error, and device 0 works again for the next round.
- * A sticky error belongs to one context of one process: other processes,
- * e.g. the tests that run after this one on the same GPU, never see it; the
- * reset at the end of each round is for this process's next round.
+ *  - flush completes, iface_close returns OK and releases every stream and
+ *    event (the driver refuses to destroy a sick context's objects; the
+ *    context's reset frees them), the context is destroyed; the caller's
+ *    current context is never changed; no driver misuse (fake driver).
+ * Each round runs in its own process: on the real driver (580, 2x H200) the
+ * sticky error reached device 1's context too and no reset brought the
+ * process's CUDA back (as the CUDA docs say: restart the process). When the
+ * driver fails device 1 as well (asked of the driver directly), the round
+ * checks only that cucopy reports every device-1 failure exactly once and
+ * clearly. Other processes, e.g. the tests after this one, never see it.
  */
 #define _GNU_SOURCE
 #include "memtest.h"
@@ -41,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NCH 4
 #define TIMEOUT_S 60.0
@@ -158,42 +161,6 @@ static void make_sick(struct sick *k)
     k->fn = NULL;
 }
 
-/* After the reset, device 0 works again in this process: allocate, set,
- * read back. */
-static int device_usable(int dev)
-{
-    cdDevice d;
-    cdContext c = NULL;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxRetain(&c, d));
-    tc_push(c);
-    cdDevicePtr p = 0;
-    unsigned char back[64];
-    memset(back, 0, sizeof(back));
-    cdResult r = td.cuMemAlloc(&p, sizeof(back));
-    const char *what = "cuMemAlloc";
-    if (r == CD_SUCCESS) {
-        what = "cuMemsetD8";
-        r = td.cuMemsetD8(p, 0xa5, sizeof(back));
-        if (r == CD_SUCCESS) {
-            what = "cuMemcpyDtoH";
-            r = td.cuMemcpyDtoH(back, p, sizeof(back));
-        }
-        cdResult f = td.cuMemFree(p);
-        if (r == CD_SUCCESS && f != CD_SUCCESS) {
-            what = "cuMemFree";
-            r = f;
-        }
-    }
-    tc_pop(c);
-    TD_CHECK(td.cuDevicePrimaryCtxRelease(d));
-    int ok = CHECKF(r == CD_SUCCESS && back[0] == 0xa5 && back[sizeof(back) - 1] == 0xa5,
-                    "device %d after cuDevicePrimaryCtxReset: %s returned %s (%u)%s", dev, what,
-                    testdrv_error_name(r), r,
-                    r == CD_SUCCESS ? ", data differs" : "; the driver keeps the process's "
-                                                         "device unusable after a sticky error");
-    return ok;
-}
 
 /* A call in a loop: only a failure counts (the case count stays fixed). */
 #define LOOP_CALL(expr) loop_after((int)(expr), #expr, __FILE__, __LINE__)
@@ -303,6 +270,29 @@ static void slow(int on)
         fake_set_delay_us(on ? SLOW_US : base_delay_us);
 }
 
+/*
+ * Whether the driver kept device 1 healthy after device 0's fault, asked of
+ * the driver itself (no cucopy involved). Driver 580 on 2x H200 (NVLink,
+ * peer access enabled between the two contexts) was seen failing device 1's
+ * context with CUDA_ERROR_ILLEGAL_ADDRESS too: then nothing a library does
+ * can keep device 1 going, and the round only checks that cucopy reports
+ * every failure exactly once and clearly.
+ */
+static int device1_healthy(cdContext p1, struct tc_buf *scratch)
+{
+    tc_push(p1);
+    cdResult r = td.cuMemsetD8(scratch->dptr, 0, 1);
+    if (r == CD_SUCCESS)
+        r = td.cuCtxSynchronize();
+    tc_pop(p1);
+    if (r != CD_SUCCESS)
+        printf("test_sick_context: NOTE: after device 0's fault the driver fails device 1 too "
+               "(cuMemsetD8/cuCtxSynchronize there: %s): device 1 cannot go on, whatever cucopy "
+               "does; only exactly-once, clear failure reporting is checked for it\n",
+               testdrv_error_name(r));
+    return r == CD_SUCCESS;
+}
+
 /* Run one round. use_arm: wait with the event-fd protocol instead of a
  * progress loop. */
 static void round_sick(int use_arm)
@@ -341,6 +331,7 @@ static void round_sick(int use_arm)
      * started theirs. */
     slow(0);
     make_sick(&sk);
+    int healthy1 = device1_healthy(p1, &x1);
 
     tc_case_begin("%s: completions after the sticky error", phase);
     double deadline = tc_now() + TIMEOUT_S;
@@ -379,8 +370,12 @@ static void round_sick(int use_arm)
     for (int k = 0; k < 5; k++)
         (void)FAIL_IF(LOOP_CALL(cucopy_iface_progress(iface)) < 0, "progress failed");
     flight_check_sick(&f0, "device 0 (sick)");
-    flight_check(&f1, CUCOPY_OK, "device 1");
-    check_data(&t1, 2, "device 1 in flight");
+    if (healthy1) {
+        flight_check(&f1, CUCOPY_OK, "device 1");
+        check_data(&t1, 2, "device 1 in flight");
+    } else {
+        flight_check_sick(&f1, "device 1 (failed by the driver too)");
+    }
     CHECKF(fc.fired == 1, "flush registered before the error fired %d time(s)", fc.fired);
     tc_case_end();
     if (use_arm)
@@ -419,6 +414,8 @@ static void round_sick(int use_arm)
     tc_case_end();
 
     /* Progress, flush and arm still work; device 1 and host copies too. */
+    if (!healthy1)
+        goto close;
     CHECK(MT_CALL(cucopy_iface_progress(iface)) >= 0);
     CHECK_STATUS(MT_CALL(cucopy_iface_flush(iface, 0, NULL)), CUCOPY_OK);
     CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
@@ -447,17 +444,16 @@ static void round_sick(int use_arm)
         LOOP_CALL(cucopy_iface_progress(iface));
     CHECK_STATUS(fl, CUCOPY_OK);
 
+close:
     /* Close: returns, every stream and event is released. */
     CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
     int cs = MT_CALL(cucopy_iface_close(iface));
     printf("test_sick_context: %s: iface_close with a sick context: %s%s%s\n", phase,
            tc_status_name(cs), cs < 0 ? ": " : "", cs < 0 ? cucopy_last_error() : "");
-    CHECKF(cs == CUCOPY_OK || cs == CUCOPY_ERR_CUDA, "iface_close returned %s: %s",
-           tc_status_name(cs), cucopy_last_error());
-    if (cs == CUCOPY_ERR_CUDA)
-        CHECKF(strstr(cucopy_last_error(), "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL,
-               "iface_close: last error \"%s\" does not name the sticky error",
-               cucopy_last_error());
+    /* The driver refuses to destroy a sick context's streams and events; the
+     * program's reset frees them: close must not get stuck on them. */
+    CHECKF(cs == CUCOPY_OK, "iface_close returned %s: %s", tc_status_name(cs),
+           cucopy_last_error());
     CHECK_STATUS(MT_CALL(cucopy_iface_progress(iface)), CUCOPY_ERR_INVALID_HANDLE);
     if (td.is_fake)
         CHECKF(fake_live_streams(NULL) == 0 && fake_live_events(NULL) == 0,
@@ -467,26 +463,24 @@ static void round_sick(int use_arm)
     /* Everything released, the program recovers device 0 the CUDA way: a
      * reset of the primary context ends the sticky error (and frees s0, t0).
      * The error never reached another process. */
-    tc_buf_free(&s1);
-    tc_buf_free(&t1);
-    tc_buf_free(&x1);
+    if (healthy1) {
+        tc_buf_free(&s1);
+        tc_buf_free(&t1);
+        tc_buf_free(&x1);
+    } else {
+        prim_reset(1); /* the driver's error reached device 1's context too; frees s1, t1, x1 */
+    }
     prim_release(1);
     prim_reset(0);
     prim_release(0);
     CHECKF(violations() == v0, "%s: %ld driver misuse(s)", phase, violations() - v0);
 }
 
-int main(void)
+/* One round in this process (a child): on a real driver the sticky error
+ * ends the process's CUDA use for good (no reset brings the device back; the
+ * CUDA docs say to restart the process), so every round runs in its own. */
+static int child_round(int use_arm)
 {
-    tc_init("test_sick_context");
-    if (td.device_count < 2)
-        tc_skip("test_sick_context: needs 2 devices, the driver shows %d", td.device_count);
-    if (td.cuModuleLoadData == NULL || td.cuModuleGetFunction == NULL ||
-        td.cuLaunchKernel == NULL || td.cuModuleUnload == NULL ||
-        td.cuDevicePrimaryCtxReset == NULL)
-        tc_skip("test_sick_context: SKIP: the driver (version %d) lacks the module, launch or "
-                "primary-context reset entry points",
-                td.driver_version);
     mt_init_fake();
     if (td.is_fake) {
         fake_set_delay_us = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
@@ -502,20 +496,47 @@ int main(void)
     tc_buf_alloc(&host_a, TC_MEM_PAGEABLE, NCH * len);
     tc_buf_alloc(&host_b, TC_MEM_PAGEABLE, NCH * len);
     REQUIRE_OK(cucopy_context_create(NULL, &cctx));
-    printf("test_sick_context: %d device(s), %s driver %d\n", td.device_count,
+    printf("test_sick_context: round %s: %d device(s), %s driver %d\n",
+           use_arm ? "event-fd protocol" : "progress", td.device_count,
            td.is_fake ? "fake" : "real", td.driver_version);
     long v0 = violations();
-
-    round_sick(0);
-    tc_case_begin("device 0 usable again after the reset");
-    int usable = device_usable(0);
-    tc_case_end();
-    if (usable)
-        round_sick(1);
-
+    round_sick(use_arm);
     CHECK_STATUS(MT_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
-    CHECKF(violations() == v0, "%ld driver misuse(s) in the whole test", violations() - v0);
+    CHECKF(violations() == v0, "%ld driver misuse(s) in the round", violations() - v0);
     tc_buf_free(&host_a);
     tc_buf_free(&host_b);
+    return tc_finish();
+}
+
+int main(int argc, char **argv)
+{
+    tc_init("test_sick_context");
+    if (td.device_count < 2)
+        tc_skip("test_sick_context: needs 2 devices, the driver shows %d", td.device_count);
+    if (td.cuModuleLoadData == NULL || td.cuModuleGetFunction == NULL ||
+        td.cuLaunchKernel == NULL || td.cuModuleUnload == NULL ||
+        td.cuDevicePrimaryCtxReset == NULL)
+        tc_skip("test_sick_context: SKIP: the driver (version %d) lacks the module, launch or "
+                "primary-context reset entry points",
+                td.driver_version);
+    if (argc == 3 && strcmp(argv[1], "--round") == 0)
+        return child_round(atoi(argv[2]));
+    fflush(stdout);
+    int failed = 0;
+    for (int round = 0; round < 2; round++) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            char arg[2] = {(char)('0' + round), '\0'};
+            execl("/proc/self/exe", argv[0], "--round", arg, (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        CHECKF(rc == 0, "round %d (its own process) exited %d", round, rc);
+        failed += rc != 0;
+    }
+    printf("test_sick_context: 2 rounds, %d failed\n", failed);
     return tc_finish();
 }
