@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cucopy/cucopy/core"
@@ -104,11 +105,21 @@ func internalError(op string, r any, poison interface{ Store(bool) }) C.int {
 // CUCOPY_ERR_INTERNAL and poisons the handle, so that the bug cannot
 // spread silently; f does not escape, so the hot path does not allocate.
 func call[T any](t *handleTable[T], h C.uint64_t, op string, f func(obj *T) C.int) (rc C.int) {
+	return invoke(t, h, op, false, f)
+}
+
+// closing is call for the functions that end a handle: they run on a
+// poisoned handle too, so that its resources can still be given back.
+func closing[T any](t *handleTable[T], h C.uint64_t, op string, f func(obj *T) C.int) (rc C.int) {
+	return invoke(t, h, op, true, f)
+}
+
+func invoke[T any](t *handleTable[T], h C.uint64_t, op string, poisonedOK bool, f func(obj *T) C.int) (rc C.int) {
 	e := t.entry(uint64(h))
 	if e == nil {
 		return failf(core.ErrHandle, op, "invalid %s handle (NULL, closed or destroyed)", t.kind)
 	}
-	if e.poisoned.Load() {
+	if e.poisoned.Load() && !poisonedOK {
 		return failf(core.ErrHandle, op, "%s handle unusable after an earlier internal error", t.kind)
 	}
 	defer func() {
@@ -130,9 +141,13 @@ func getenv(name string) string {
 	return ""
 }
 
-// testFaultSink keeps the deliberate nil dereference of CUCOPY_TEST_FAULT
-// from being optimized away.
-var testFaultSink int
+// testFaultSink keeps the deliberate nil dereferences of CUCOPY_TEST_FAULT
+// from being optimized away; testFaultProgress arms the one in the next
+// iface_progress (CUCOPY_TEST_FAULT=progress_nil_deref).
+var (
+	testFaultSink     int
+	testFaultProgress atomic.Bool
+)
 
 //export cucopyGoContextCreate
 func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
@@ -180,6 +195,9 @@ func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out
 		}
 		return fail(&core.Error{Status: st, Op: op, Err: err})
 	}
+	if getenv("CUCOPY_TEST_FAULT") == "progress_nil_deref" {
+		testFaultProgress.Store(true)
+	}
 	if getenv("CUCOPY_TEST_FAULT") == "nil_deref" {
 		var p *int
 		testFaultSink = *p // test hook: a fault inside the library must come back as a status
@@ -198,7 +216,7 @@ func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out
 
 //export cucopyGoContextDestroy
 func cucopyGoContextDestroy(h C.uint64_t) C.int {
-	return call(contexts, h, "context_destroy", func(ctx *core.Context) C.int {
+	return closing(contexts, h, "context_destroy", func(ctx *core.Context) C.int {
 		if err := ctx.Destroy(); err != nil {
 			return fail(err)
 		}
@@ -272,7 +290,7 @@ func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, haveOut C.
 
 //export cucopyGoIfaceClose
 func cucopyGoIfaceClose(h C.uint64_t) C.int {
-	return call(ifaces, h, "iface_close", func(iface *core.Iface) C.int {
+	return closing(ifaces, h, "iface_close", func(iface *core.Iface) C.int {
 		if err := iface.Close(); err != nil {
 			return fail(err) // still open: close can be called again
 		}
@@ -324,6 +342,10 @@ func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
 //export cucopyGoIfaceProgress
 func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 	return call(ifaces, h, "iface_progress", func(iface *core.Iface) C.int {
+		if testFaultProgress.Load() && testFaultProgress.CompareAndSwap(true, false) {
+			var p *int
+			testFaultSink = *p // test hook: a fault inside an export with a handle
+		}
 		n, err := iface.Progress()
 		if err != nil {
 			return fail(err)
@@ -409,7 +431,7 @@ func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) C.int {
 func cucopyGoEpDestroy(h C.uint64_t) C.int {
 	// An endpoint holds nothing of its own: its outstanding copies complete
 	// through the iface.
-	return call(eps, h, "ep_destroy", func(*core.Ep) C.int {
+	return closing(eps, h, "ep_destroy", func(*core.Ep) C.int {
 		eps.remove(uint64(h))
 		return 0
 	})

@@ -127,6 +127,43 @@ static void library_still_works(const char *when)
     tc_case_end();
 }
 
+/* A fault inside an export that holds a handle (CUCOPY_TEST_FAULT=
+ * progress_nil_deref: the next iface_progress dereferences nil): that call
+ * returns CUCOPY_ERR_INTERNAL and poisons that iface only; another iface of
+ * the same context goes on; the poisoned one can still be closed. */
+static void poisoned_handle(const char *when)
+{
+    cucopy_context_h ctx = NULL;
+    cucopy_iface_h a = NULL;
+    cucopy_iface_h b = NULL;
+    REQUIRE(setenv("CUCOPY_TEST_FAULT", "progress_nil_deref", 1) == 0);
+    cucopy_status_t s = cucopy_context_create(NULL, &ctx);
+    REQUIRE(unsetenv("CUCOPY_TEST_FAULT") == 0);
+    REQUIRE(s == CUCOPY_OK);
+    REQUIRE(cucopy_iface_open(ctx, NULL, &a) == CUCOPY_OK);
+    REQUIRE(cucopy_iface_open(ctx, NULL, &b) == CUCOPY_OK);
+    int n = cucopy_iface_progress(a);
+    CHECKF(n == CUCOPY_ERR_INTERNAL, "%s: progress with the fault returned %d, expected %s", when,
+           n, tc_status_name(CUCOPY_ERR_INTERNAL));
+    CHECKF(strstr(cucopy_last_error(), "internal error") != NULL,
+           "%s: last error \"%s\" does not say internal error", when, cucopy_last_error());
+    CHECK_STATUS(cucopy_iface_progress(a), CUCOPY_ERR_INVALID_HANDLE);
+    CHECKF(strstr(cucopy_last_error(), "internal error") != NULL,
+           "%s: the poisoned handle's error \"%s\" does not say why", when, cucopy_last_error());
+    CHECKF(cucopy_iface_progress(b) >= 0, "%s: the other iface is unusable: %s", when,
+           cucopy_last_error());
+    char src[64] = "the other iface still copies";
+    char dst[64] = {0};
+    cucopy_ep_h ep = NULL;
+    REQUIRE(cucopy_ep_create(b, &ep) == CUCOPY_OK);
+    CHECK_STATUS(cucopy_ep_put_short(ep, src, sizeof(src), (uint64_t)(uintptr_t)dst), CUCOPY_OK);
+    CHECKF(strcmp(dst, src) == 0, "%s: copy on the other iface", when);
+    CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
+    CHECK_STATUS(cucopy_iface_close(b), CUCOPY_OK);
+    CHECK_STATUS(cucopy_iface_close(a), CUCOPY_OK); /* a poisoned handle can still be closed */
+    CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
+}
+
 int main(void)
 {
     tc_init("test_signal_recovery");
@@ -144,5 +181,7 @@ int main(void)
     faulting_create("round 2 (handler replaced after initialization)");
     child_null_write("round 2, after the recovered fault");
     library_still_works("round 2");
+    poisoned_handle("round 2, a fault inside iface_progress");
+    child_null_write("round 2, after the poisoned handle");
     return tc_finish();
 }
