@@ -77,13 +77,16 @@ test: build ## Go vet + tests (race on core, cudadrv), then the CTest suite (fak
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 	@cat $(BUILD_DIR)/glibc-floor.txt 2>/dev/null || true
 
-demo: build ## device info and a short multi-device perftest (real GPUs if present, else fake 2-GPU driver)
-	@if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
-	  echo "demo: real GPUs found (nvidia-smi -L); using the installed CUDA driver"; \
+# Real GPUs when nvidia-smi lists one, else the fake two-GPU driver (said so).
+PICK_DRIVER = if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
+	  echo "$@: real GPUs found (nvidia-smi -L); using the installed CUDA driver"; \
 	else \
-	  echo "demo: no GPU found; using the fake two-GPU driver $(FAKE_DRIVER)"; \
+	  echo "$@: no GPU found; using the fake two-GPU driver $(FAKE_DRIVER) (its numbers mean nothing)"; \
 	  export CUCOPY_CUDA_DRIVER=$$PWD/$(FAKE_DRIVER) FAKECUDA_DEVICES=2; \
-	fi; \
+	fi
+
+demo: build ## device info and a short multi-device perftest (real GPUs if present, else fake 2-GPU driver)
+	@$(PICK_DRIVER); \
 	set -x; \
 	$(BUILD_DIR)/bin/cucopy_info; \
 	$(PERFTEST) --devices all --sizes 8,4K,1M,16M --iters $(DEMO_ITERS)
@@ -92,7 +95,9 @@ test-gpu: build ## run the C suite's binaries against the real driver (tests/run
 	tests/run-gpu.sh $(BUILD_DIR)
 
 bench: build ## perftest on every device: CSV (build/bench.csv), then a table
-	$(PERFTEST) $(BENCH_ARGS) --format csv | tee $(BUILD_DIR)/bench.csv
+	@$(PICK_DRIVER); \
+	set -x; \
+	$(PERFTEST) $(BENCH_ARGS) --format csv | tee $(BUILD_DIR)/bench.csv; \
 	$(PERFTEST) $(BENCH_ARGS) --format table
 
 install: build ## install into $(PREFIX) (default /usr/local; DESTDIR=... stages)
