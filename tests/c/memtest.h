@@ -5,7 +5,8 @@
  *  - MT_CALL(expr): evaluate a cucopy call and check that the calling
  *    thread's current context is unchanged and (on the fake driver) that no
  *    context was created or activated by it;
- *  - primary-context state and context ids through the raw driver;
+ *  - primary-context state, retain/release/reset and context ids through the
+ *    raw driver;
  *  - the fake driver's accounting, looked up with dlsym (NULL on a real GPU);
  *  - a copy of len bytes between two buffers in each of the four ways, with
  *    the data verified.
@@ -82,6 +83,30 @@ static inline int mt_primary_active(int dev)
 }
 
 /* The context's id (cuCtxGetId), 0 where the driver lacks it. */
+/* The program's own retain, release and reset of device dev's primary context. */
+static inline cdContext mt_prim_retain(int dev)
+{
+    cdDevice d;
+    cdContext c = NULL;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxRetain(&c, d));
+    return c;
+}
+
+static inline void mt_prim_release(int dev)
+{
+    cdDevice d;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxRelease(d));
+}
+
+static inline void mt_prim_reset(int dev)
+{
+    cdDevice d;
+    TD_CHECK(td.cuDeviceGet(&d, dev));
+    TD_CHECK(td.cuDevicePrimaryCtxReset(d));
+}
+
 static inline uint64_t mt_ctx_id(cdContext c)
 {
     unsigned long long id = 0;

@@ -70,28 +70,6 @@ static void slow_fake(int on)
         fake_set_delay_us(on ? FAKE_SLOW_US : base_delay_us);
 }
 
-static cdContext prim_retain(int dev)
-{
-    cdDevice d;
-    cdContext c = NULL;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxRetain(&c, d));
-    return c;
-}
-
-static void prim_release(int dev)
-{
-    cdDevice d;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxRelease(d));
-}
-
-static void prim_reset(int dev)
-{
-    cdDevice d;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxReset(d));
-}
 
 /* The id cucopy_iface_release_context takes. */
 static uint64_t ctx_key(cdContext c)
@@ -234,7 +212,7 @@ static void phase_a_program_releases_primary(void)
 {
     long v0 = violations();
     CHECKF(!mt_primary_active(0), "phase A: device 0's primary context active at the start");
-    cdContext p = prim_retain(0);
+    cdContext p = mt_prim_retain(0);
     struct tc_buf src, dst;
     tc_buf_alloc_in(&src, p, big);
     tc_buf_alloc_in(&dst, p, big);
@@ -246,7 +224,7 @@ static void phase_a_program_releases_primary(void)
     struct flight f;
     issue_flight(ep, &src, &dst, &f, 1);
     /* The program lets go of its only retain; cucopy's keeps the context. */
-    prim_release(0);
+    mt_prim_release(0);
     tc_case_begin("phase A: primary released by the program with copies in flight");
     CHECKF(mt_primary_active(0), "device 0's primary context died although cucopy holds a retain");
     struct flight *fl[] = {&f};
@@ -273,13 +251,13 @@ static void phase_b_reset_no_reactivation(int between)
     const char *phase = between ? "phase B (reset between operations)"
                                 : "phase B (reset right before iface_close)";
     long v0 = violations();
-    cdContext p0 = prim_retain(0);
+    cdContext p0 = mt_prim_retain(0);
     cdContext p1 = NULL;
     struct tc_buf d0, d1;
     memset(&d1, 0, sizeof(d1));
     tc_buf_alloc_in(&d0, p0, LEN);
     if (devices > 1) {
-        p1 = prim_retain(1);
+        p1 = mt_prim_retain(1);
         tc_buf_alloc_in(&d1, p1, LEN);
     }
     cucopy_iface_h iface;
@@ -290,7 +268,7 @@ static void phase_b_reset_no_reactivation(int between)
         dev_copies(iface, ep, &d1, phase);
 
     uint64_t old_key = ctx_key(p0);
-    prim_reset(0); /* d0 is gone with it */
+    mt_prim_reset(0); /* d0 is gone with it */
     CHECKF(!mt_primary_active(0), "%s: primary still active after the reset", phase);
     if (between) {
         char what[160];
@@ -309,10 +287,10 @@ static void phase_b_reset_no_reactivation(int between)
     }
     close_iface(iface, ep, phase);
     CHECKF(!mt_primary_active(0), "%s: cucopy re-activated the reset primary context", phase);
-    prim_release(0); /* "safe ... even after resetting" */
+    mt_prim_release(0); /* "safe ... even after resetting" */
     if (devices > 1) {
         tc_buf_free(&d1);
-        prim_release(1);
+        mt_prim_release(1);
     }
     check_violations(v0, phase);
 }
@@ -324,7 +302,7 @@ static void phase_c_reset_reactivated(int between)
     const char *phase = between ? "phase C (reset + re-activation between operations)"
                                 : "phase C (reset + re-activation right before iface_close)";
     long v0 = violations();
-    cdContext p = prim_retain(0);
+    cdContext p = mt_prim_retain(0);
     uint64_t old_id = mt_ctx_id(p);
     struct tc_buf d, d2;
     memset(&d2, 0, sizeof(d2));
@@ -334,8 +312,8 @@ static void phase_c_reset_reactivated(int between)
     open_iface(&iface, &ep);
     dev_copies(iface, ep, &d, phase);
 
-    prim_reset(0);
-    cdContext p2 = prim_retain(0); /* the program re-activates it */
+    mt_prim_reset(0);
+    cdContext p2 = mt_prim_retain(0); /* the program re-activates it */
     uint64_t new_id = mt_ctx_id(p2);
     /* Without cuCtxGetId the "id" is the handle, which a primary context
      * keeps across a reset: the library tells the incarnations apart itself. */
@@ -367,9 +345,9 @@ static void phase_c_reset_reactivated(int between)
     if (between)
         tc_buf_free(&d2);
     /* Two retains by the program (before and after the reset). */
-    prim_release(0);
+    mt_prim_release(0);
     if (mt_primary_active(0))
-        prim_release(0);
+        mt_prim_release(0);
     CHECKF(!mt_primary_active(0), "%s: primary still active after every release", phase);
     check_violations(v0, phase);
 }
@@ -381,7 +359,7 @@ static void phase_de_reset_in_flight(int use_arm)
     const char *phase = use_arm ? "phase E (reset in flight, event-fd protocol)"
                                 : "phase D (reset in flight, progress)";
     long v0 = violations();
-    cdContext p0 = prim_retain(0);
+    cdContext p0 = mt_prim_retain(0);
     cdContext p1 = NULL;
     struct tc_buf s0, t0, s1, t1;
     memset(&s1, 0, sizeof(s1));
@@ -389,7 +367,7 @@ static void phase_de_reset_in_flight(int use_arm)
     tc_buf_alloc_in(&s0, p0, big);
     tc_buf_alloc_in(&t0, p0, big);
     if (devices > 1) {
-        p1 = prim_retain(1);
+        p1 = mt_prim_retain(1);
         tc_buf_alloc_in(&s1, p1, big);
         tc_buf_alloc_in(&t1, p1, big);
     }
@@ -414,7 +392,7 @@ static void phase_de_reset_in_flight(int use_arm)
     CHECKF(fs == CUCOPY_INPROGRESS || fs == CUCOPY_OK, "%s: flush returned %s", phase,
            tc_status_name(fs));
 
-    prim_reset(0); /* s0 and t0 are gone with it */
+    mt_prim_reset(0); /* s0 and t0 are gone with it */
 
     tc_case_begin("%s: completions", phase);
     struct flight *fl[] = {&f0, &f1};
@@ -485,11 +463,11 @@ static void phase_de_reset_in_flight(int use_arm)
     mt_flush(iface);
     CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
     close_iface(iface, ep, phase);
-    prim_release(0);
+    mt_prim_release(0);
     if (devices > 1) {
         tc_buf_free(&s1);
         tc_buf_free(&t1);
-        prim_release(1);
+        mt_prim_release(1);
     }
     check_violations(v0, phase);
 }
@@ -567,13 +545,13 @@ static void phase_f_release_context(void)
     TD_CHECK(td.cuCtxDestroy(user));
 
     /* Later copies on other memory work. */
-    cdContext p0 = prim_retain(0);
+    cdContext p0 = mt_prim_retain(0);
     struct tc_buf d0;
     tc_buf_alloc_in(&d0, p0, LEN);
     host_copies(iface, ep, "phase F after cuCtxDestroy");
     dev_copies(iface, ep, &d0, "phase F after cuCtxDestroy, device 0 primary");
     if (devices > 1) {
-        cdContext p1 = prim_retain(1);
+        cdContext p1 = mt_prim_retain(1);
         struct tc_buf d1;
         tc_buf_alloc_in(&d1, p1, LEN);
         dev_copies(iface, ep, &d1, "phase F after cuCtxDestroy, device 1 primary");
@@ -583,7 +561,7 @@ static void phase_f_release_context(void)
         /* the iface still holds device 1's primary: release_context it */
         CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, ctx_key(p1))), CUCOPY_OK);
         check_ctx_clean(p1, "device 1 primary after release_context");
-        prim_release(1);
+        mt_prim_release(1);
         CHECKF(!mt_primary_active(1),
                "device 1's primary context still active after release_context and the "
                "program's release (cucopy kept a retain)");
@@ -592,7 +570,7 @@ static void phase_f_release_context(void)
     mt_flush(iface);
     close_iface(iface, ep, phase);
     tc_buf_free(&d0);
-    prim_release(0);
+    mt_prim_release(0);
     check_violations(v0, phase);
 }
 

@@ -68,28 +68,6 @@ static void *ptr(const struct tc_buf *b, size_t off)
     return (void *)(uintptr_t)(b->dptr + off);
 }
 
-static cdContext prim_retain(int dev)
-{
-    cdDevice d;
-    cdContext c = NULL;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxRetain(&c, d));
-    return c;
-}
-
-static void prim_release(int dev)
-{
-    cdDevice d;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxRelease(d));
-}
-
-static void prim_reset(int dev)
-{
-    cdDevice d;
-    TD_CHECK(td.cuDeviceGet(&d, dev));
-    TD_CHECK(td.cuDevicePrimaryCtxReset(d));
-}
 
 /* A kernel that stores to address 0 (PTX ISA 6.0, sm_50: every driver JIT-
  * compiles it for its GPU). */
@@ -299,7 +277,7 @@ static void round_sick(int use_arm)
 {
     const char *phase = use_arm ? "event-fd protocol" : "progress";
     long v0 = violations();
-    cdContext p0 = prim_retain(0), p1 = prim_retain(1);
+    cdContext p0 = mt_prim_retain(0), p1 = mt_prim_retain(1);
     struct tc_buf s0, t0, s1, t1, x1;
     tc_buf_alloc_in(&s0, p0, NCH * len);
     tc_buf_alloc_in(&t0, p0, NCH * len);
@@ -468,11 +446,11 @@ close:
         tc_buf_free(&t1);
         tc_buf_free(&x1);
     } else {
-        prim_reset(1); /* the driver's error reached device 1's context too; frees s1, t1, x1 */
+        mt_prim_reset(1); /* the driver's error reached device 1's context too; frees s1, t1, x1 */
     }
-    prim_release(1);
-    prim_reset(0);
-    prim_release(0);
+    mt_prim_release(1);
+    mt_prim_reset(0);
+    mt_prim_release(0);
     CHECKF(violations() == v0, "%s: %ld driver misuse(s)", phase, violations() - v0);
 }
 
