@@ -439,10 +439,7 @@ func cucopyGoEpDestroy(h C.uint64_t) C.int {
 
 //export cucopyGoEpShort
 func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_t, remote C.uint64_t) C.int {
-	op := "get_short"
-	if put != 0 {
-		op = "put_short"
-	}
+	op := core.OpName(put != 0, true)
 	return call(eps, h, op, func(ep *core.Ep) C.int {
 		if err := ep.Short(put != 0, uintptr(buffer), uint64(length), uint64(remote)); err != nil {
 			return fail(err)
@@ -453,10 +450,7 @@ func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_
 
 //export cucopyGoEpZcopy
 func cucopyGoEpZcopy(h C.uint64_t, put C.int, iov *C.cucopy_iov_t, iovcnt C.size_t, remote C.uint64_t, comp C.uintptr_t) C.int {
-	op := "get_zcopy"
-	if put != 0 {
-		op = "put_zcopy"
-	}
+	op := core.OpName(put != 0, false)
 	return call(eps, h, op, func(ep *core.Ep) C.int {
 		if iovcnt == 0 || iovcnt > core.MaxIOV {
 			return failf(core.ErrInvalid, op, "iovcnt %d: want 1 to %d", uint64(iovcnt), core.MaxIOV)

@@ -205,21 +205,21 @@ cucopy_status_t cucopy_ep_destroy(cucopy_ep_h ep)
 cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
-    GUARD("put_short");
+    GUARD("ep_put_short");
     return (cucopy_status_t)cucopyGoEpShort(H(ep), 1, (uintptr_t)buffer, length, remote_addr);
 }
 
 cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
-    GUARD("get_short");
+    GUARD("ep_get_short");
     return (cucopy_status_t)cucopyGoEpShort(H(ep), 0, (uintptr_t)buffer, length, remote_addr);
 }
 
 cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
-    GUARD("put_zcopy");
+    GUARD("ep_put_zcopy");
     return (cucopy_status_t)cucopyGoEpZcopy(H(ep), 1, (cucopy_iov_t *)iov, iovcnt, remote_addr,
                                             (uintptr_t)comp);
 }
@@ -227,7 +227,7 @@ cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, siz
 cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
-    GUARD("get_zcopy");
+    GUARD("ep_get_zcopy");
     return (cucopy_status_t)cucopyGoEpZcopy(H(ep), 0, (cucopy_iov_t *)iov, iovcnt, remote_addr,
                                             (uintptr_t)comp);
 }

@@ -152,11 +152,11 @@ func TestCheckLimit(t *testing.T) {
 
 func TestStatusOf(t *testing.T) {
 	assert.Equal(t, core.OK, core.StatusOf(nil))
-	e := &core.Error{Status: core.ErrNoResource, Op: "put_zcopy", Msg: "full"}
+	e := &core.Error{Status: core.ErrNoResource, Op: "ep_put_zcopy", Msg: "full"}
 	assert.Equal(t, core.ErrNoResource, core.StatusOf(e))
 	assert.Equal(t, core.ErrNoResource, core.StatusOf(fmt.Errorf("wrapped: %w", e)))
 	assert.Equal(t, core.ErrInternal, core.StatusOf(errors.New("plain")))
-	assert.Equal(t, "put_zcopy: full", e.Error())
+	assert.Equal(t, "ep_put_zcopy: full", e.Error())
 	inner := errors.New("boom")
 	e2 := &core.Error{Status: core.ErrCUDA, Op: "x", Msg: "m", Err: inner}
 	assert.Equal(t, "x: m: boom", e2.Error())

@@ -32,16 +32,18 @@ func (i *Iface) NewEp() (*Ep, error) {
 // Iface is the endpoint's iface.
 func (e *Ep) Iface() *Iface { return e.iface }
 
-func opName(put, short bool) string {
+// OpName is the C function an ep operation was called as, without "cucopy_":
+// the operation name errors carry.
+func OpName(put, short bool) string {
 	switch {
 	case put && short:
-		return "put_short"
+		return "ep_put_short"
 	case short:
-		return "get_short"
+		return "ep_get_short"
 	case put:
-		return "put_zcopy"
+		return "ep_put_zcopy"
 	}
-	return "get_zcopy"
+	return "ep_get_zcopy"
 }
 
 // endpoints orders a piece: put copies local → remote, get remote → local.
@@ -54,7 +56,7 @@ func endpoints(put bool, local, remote uint64) (dst, src uint64) {
 
 // Short copies synchronously.
 func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
-	op := opName(put, true)
+	op := OpName(put, true)
 	if length == 0 {
 		return nil
 	}
@@ -81,7 +83,7 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 // when all pieces finished at once (CPU copies, zero length), InProgress
 // when comp will be completed later, or an error with nothing in flight.
 func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, error) {
-	op := opName(put, false)
+	op := OpName(put, false)
 	if len(iov) == 0 || len(iov) > MaxIOV {
 		return ErrInvalid, errorf(ErrInvalid, op, "iovcnt %d: want 1 to %d", len(iov), MaxIOV)
 	}
@@ -123,9 +125,11 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		}
 		*c = cudadrv.CopyOp{Len: v.Length}
 		c.Dst, c.Src = endpoints(put, uint64(v.Buffer), remote+off)
-		if n > 0 {
+		if n > 0 && i.ops[idx].status == OK {
 			// Consecutive pieces on one stream share one event, so an
-			// operation never needs more events than it has runs.
+			// operation never needs more events than it has runs. Not
+			// after a context of the operation ended during the call:
+			// its slot, and so the last piece's, may be reused.
 			c.Flags = cudadrv.CopyReuse
 			c.ReuseSlot, c.ReuseKind, c.ReuseEvent = last.Slot, last.Kind, last.Event
 		}
@@ -149,6 +153,9 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	}
 	if i.ops[idx].pending == 0 {
 		i.freeOps = append(i.freeOps, idx)
+		if st := i.ops[idx].status; st != OK {
+			return st, errorf(st, op, "a CUDA context of the operation ended during the call; its pieces there were canceled")
+		}
 		return OK, nil
 	}
 	return InProgress, nil
