@@ -46,8 +46,9 @@ type Iface struct {
 	res     []*ctxResources   // the rest of each context's state, same index
 	primary []cudadrv.Context // per device: a primary context we retained, or 0
 
-	ops     []opState // operations with pieces in flight
-	freeOps []int32
+	ops       []opState // operations with pieces in flight
+	freeOps   []int32
+	completed int // operations whose last piece finished since the last Progress
 
 	flushes []flushReq
 	ready   []readyComp // completions to run, oldest first
@@ -121,6 +122,9 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil, errorf(ErrHandle, "iface_open", "the context is destroyed")
+	}
 	c.ifaces++
 	i := &Iface{
 		ctx:     c,
@@ -201,22 +205,22 @@ func (i *Iface) newOp(comp uintptr) int32 {
 	return int32(len(i.ops) - 1)
 }
 
-// finishPiece accounts one finished piece of op idx and reports whether
-// it was the operation's last.
-func (i *Iface) finishPiece(idx int32, st Status) bool {
+// finishPiece accounts one finished piece of op idx; the operation's last
+// makes it ready.
+func (i *Iface) finishPiece(idx int32, st Status) {
 	op := &i.ops[idx]
 	op.pending--
 	if st < 0 && op.status == OK {
 		op.status = st
 	}
 	if op.pending > 0 {
-		return false
+		return
 	}
+	i.completed++
 	if op.comp != 0 {
 		i.ready = append(i.ready, readyComp{comp: op.comp, status: op.status})
 	}
 	i.freeOps = append(i.freeOps, idx)
-	return true
 }
 
 // releaseEvent gives a completed piece's event back to its context.
@@ -229,14 +233,14 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 }
 
 // Progress completes finished pieces on every context and returns how many
-// operations (all of their pieces) completed; their completions are then taken with NextReady.
+// operations (all of their pieces) completed since the last call, here or
+// on a context that ended; their completions are then taken with NextReady.
 func (i *Iface) Progress() (int, error) {
 	i.lock()
 	defer i.unlock()
 	if i.closed {
 		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
 	}
-	completed := 0
 	for s, r := range i.res {
 		for k := range r.queues {
 			q := &r.queues[k]
@@ -246,15 +250,13 @@ func (i *Iface) Progress() (int, error) {
 			seg := q.segment(int(i.params.MaxPoll))
 			done, err := i.drv.QueryEvents(i.inc(s), seg)
 			if err == cudadrv.ErrContextGone {
-				completed += i.dropped(s)
+				i.dropSlot(s, ErrCanceled)
 				break
 			}
 			for j := 0; j < done; j++ {
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
-				if i.finishPiece(op, OK) {
-					completed++
-				}
+				i.finishPiece(op, OK)
 			}
 			if err != nil && isPopFailure(err) {
 				// The events were counted correctly; only leaving the
@@ -268,22 +270,14 @@ func (i *Iface) Progress() (int, error) {
 					r.device, r.id, cudadrv.KindName(k), err)
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
-				if i.finishPiece(op, ErrCUDA) {
-					completed++
-				}
+				i.finishPiece(op, ErrCUDA)
 			}
 		}
 	}
 	i.completeFlushes()
-	return completed, nil
-}
-
-// dropped drops slot s, whose incarnation ended, and says how many
-// operations that completed (canceled).
-func (i *Iface) dropped(s int) int {
-	before := len(i.ready) - i.readyAt
-	i.dropSlot(s, ErrCanceled)
-	return len(i.ready) - i.readyAt - before
+	n := i.completed
+	i.completed = 0
+	return n, nil
 }
 
 // NextReady takes the oldest completion waiting to run. The caller runs it
@@ -330,19 +324,22 @@ func (i *Iface) Flush(op string, comp uintptr) (Status, error) {
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
 	var targets []flushTarget
+	busy := false
 	for s, r := range i.res {
 		for k := range r.queues {
 			if q := &r.queues[k]; q.count > 0 {
+				if comp == 0 {
+					return InProgress, nil // nothing to record: polling allocates nothing
+				}
+				busy = true
 				targets = append(targets, flushTarget{slot: s, kind: k, seq: q.issued})
 			}
 		}
 	}
-	if len(targets) == 0 {
+	if !busy {
 		return OK, nil
 	}
-	if comp != 0 {
-		i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
-	}
+	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
 	return InProgress, nil
 }
 
@@ -408,7 +405,7 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 			}
 			busy, err := i.drv.Arm(i.inc(s), i.slots[s].Stream[k], q.events[q.head], fd)
 			if err == cudadrv.ErrContextGone {
-				i.dropped(s)
+				i.dropSlot(s, ErrCanceled)
 				return ErrBusy, nil // its canceled operations are ready
 			}
 			if queryFailure(err) {
@@ -429,10 +426,10 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 // addSlot makes a slot for a context seen for the first time. When ctx is
 // its device's primary context, a retain is held so that the program
 // releasing its own retain cannot destroy the context under our resources.
-func (i *Iface) addSlot(ctx cudadrv.Context, id uint64) (int, error) {
+func (i *Iface) addSlot(op string, ctx cudadrv.Context, id uint64) (int, error) {
 	dev, err := i.drv.ContextDevice(ctx)
 	if err != nil {
-		return -1, driverError("copy", "querying the device of a context", err)
+		return -1, driverError(op, "querying the device of a context", err)
 	}
 	r := &ctxResources{ctx: ctx, id: id, device: dev}
 	if active, err := i.drv.PrimaryActive(dev); err == nil && active {
@@ -483,6 +480,15 @@ func (i *Iface) canary(ctx cudadrv.Context) (uint64, uint64) {
 // usePrimary retains the primary context of dev for memory that has no
 // owning context, if the program has activated it.
 func (i *Iface) usePrimary(op string, dev int) error {
+	if i.primary[dev] != 0 {
+		// Ours, but the driver reports the context destroyed: the program
+		// reset it. The retain outlives a reset; give it back (allowed
+		// after a reset) and look at the device afresh.
+		if err := i.drv.PrimaryRelease(dev); err != nil && !deinitialized(err) {
+			logf(LogInfo, "releasing the primary context of device %d after its reset: %v", dev, err)
+		}
+		i.primary[dev] = 0
+	}
 	active, err := i.drv.PrimaryActive(dev)
 	if err != nil {
 		return driverError(op, fmt.Sprintf("primary context state of device %d", dev), err)
@@ -535,6 +541,7 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 			return st, nil
 		case cudadrv.CopyStale:
 			i.dropSlot(int(c.Slot), ErrCanceled) // then the context gets a fresh slot
+			c.Flags &^= cudadrv.CopyReuse        // the piece to join was on it
 		case cudadrv.CopyCPU:
 			if err := cpuCopy(op, c.Dst, c.Src, c.Len); err != nil {
 				return st, err
@@ -561,7 +568,7 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 			}
 			return st, nil
 		case cudadrv.CopyNeedSlot:
-			if _, err := i.addSlot(c.Ctx, c.CtxID); err != nil {
+			if _, err := i.addSlot(op, c.Ctx, c.CtxID); err != nil {
 				return st, err
 			}
 		case cudadrv.CopyNeedStream:

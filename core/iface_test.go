@@ -806,6 +806,24 @@ func TestReleaseContextInFlight(t *testing.T) {
 	assert.Equal(t, []done{{3, core.OK}}, comps)
 }
 
+// Progress counts every operation that finished since the previous call,
+// also those finished by ReleaseContext and those without a completion, so
+// that "in flight -= progress()" loops end.
+func TestProgressCountsOperationsFinishedElsewhere(t *testing.T) {
+	r := newRig(t, 1)
+	user := r.drv.CreateContext(0)
+	udev, host := r.drv.AllocCtx(user, 64), r.drv.Pageable(64)
+	require.Equal(t, core.InProgress, r.put(host, udev, 8, 0))
+	require.Equal(t, core.InProgress, r.put(host, udev, 8, 7))
+	require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(user)))
+	n, comps := r.progress()
+	assert.Equal(t, 2, n)
+	assert.Equal(t, []done{{7, core.OK}}, comps)
+	n, _ = r.progress()
+	assert.Zero(t, n, "counted once")
+	r.drv.DestroyContext(user)
+}
+
 // Without cuCtxGetId (CUDA < 12) a context is keyed by handle, and a reset
 // primary context keeps its handle: the canary's generation tells the
 // incarnations apart, in progress and in the copy path.

@@ -197,8 +197,19 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
         return status;
 
     uint64_t id = (uint64_t)ctx;
-    if (cd.cuCtxGetId != NULL)
-        CD_CALL(&op->err, CD_IDX_cuCtxGetId, cd.cuCtxGetId((cdContext)ctx, (unsigned long long *)&id));
+    if (cd.cuCtxGetId != NULL) {
+        cdResult r = cd.cuCtxGetId((cdContext)ctx, (unsigned long long *)&id);
+        if (r == CD_ERROR_CONTEXT_IS_DESTROYED) {
+            /* A primary context Go retained, since reset and not activated
+             * again (its handle persists): Go looks at the device again. */
+            for (int32_t d = 0; d < op->ndevices; d++)
+                if (primary[d] == ctx) {
+                    op->device = d;
+                    return CD_COPY_NEED_PRIMARY;
+                }
+        }
+        CD_CALL(&op->err, CD_IDX_cuCtxGetId, r);
+    }
     int s = cd_find_slot(slots, nslots, id, ctx);
     op->ctx = ctx;
     op->ctx_id = id;
@@ -291,8 +302,8 @@ int cd_incarnation_gone(const cd_inc *inc)
     if (inc->primary_dev < 0)
         return 0;
     r = cd.cuCtxGetId((cdContext)inc->ctx, &now);
-    if (r != CD_SUCCESS)
-        return r == CD_ERROR_DEINITIALIZED;
+    if (r != CD_SUCCESS) /* reset between the two calls: destroyed */
+        return r == CD_ERROR_DEINITIALIZED || r == CD_ERROR_CONTEXT_IS_DESTROYED;
     return now != inc->id;
 }
 

@@ -410,10 +410,40 @@ static void vmm_inactive_primary(void)
         if (cur)
             TD_CHECK(td.cuCtxPopCurrent(NULL));
     }
+
+    /* The program activates the primary context, cucopy retains it for the
+     * VMM memory, the program resets it: VMM memory outlives a reset, so
+     * the memory stays valid while the context cucopy used is gone. */
+    char *back = malloc(CLEN);
+    REQUIRE(back != NULL);
+    for (int round = 0; round < 2; round++) {
+        mt_prim_retain(d);
+        tc_case_begin("VMM of device %d, primary activated by the program (%s): copies work",
+                      d, round ? "again, after a reset" : "first time");
+        memset(host, 2 + round, CLEN);
+        memset(back, 0, CLEN);
+        CHECK_STATUS(MT_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_OK);
+        CHECK_STATUS(MT_CALL(cucopy_ep_get_short(ep, back, CLEN, v.ptr)), CUCOPY_OK);
+        CHECK(memcmp(back, host, CLEN) == 0);
+        tc_case_end();
+        if (round == 1)
+            break;
+        mt_prim_reset(d);
+        tc_case_begin("VMM of device %d, primary reset and not activated again: NO_DEVICE, "
+                      "not a driver error, nothing activated", d);
+        CHECK_STATUS(MT_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
+        CHECKF(!mt_primary_active(d), "device %d's primary context became active", d);
+        tc_case_end();
+    }
     mt_flush(iface);
     CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
     CHECK_STATUS(MT_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
+    /* Two retains by the program (before and after the reset). */
+    mt_prim_release(d);
+    if (mt_primary_active(d))
+        mt_prim_release(d);
     CHECKF(!mt_primary_active(d), "device %d's primary context active after iface_close", d);
+    free(back);
     free(host);
     vmm_destroy(&v, user);
     TD_CHECK(td.cuCtxDestroy(user));

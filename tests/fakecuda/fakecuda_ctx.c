@@ -202,7 +202,11 @@ cdResult cuCtxGetId(cdContext ctx, unsigned long long *id)
                             fk_cfg.no_ctx_getid ? ", FAKECUDA_NO_CTX_GETID" : "");
     if (id == NULL)
         return CD_ERROR_INVALID_VALUE;
-    struct fk_ctx *c = NULL;
+    struct fk_ctx *c = ctx != NULL ? fk_ctx_find(ctx) : NULL;
+    /* Measured on driver 580: asking a reset (inactive) primary context for
+     * its id is answered, with CONTEXT_IS_DESTROYED; the handle persists. */
+    if (c != NULL && c->primary && atomic_load(&c->live_id) == 0)
+        return CD_ERROR_CONTEXT_IS_DESTROYED;
     cdResult rc = ctx == NULL ? fk_ctx_require_current(&c, "cuCtxGetId", 0)
                               : fk_ctx_check_handle(ctx, "cuCtxGetId", &c);
     if (rc != CD_SUCCESS)

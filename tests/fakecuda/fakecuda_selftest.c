@@ -955,8 +955,13 @@ static void test_streams(cdContext ctx0, cdContext ctx1)
     VIOLATES(drv.cuStreamSynchronize(s1), CD_ERROR_CONTEXT_IS_DESTROYED);
     VIOLATES(drv.cuEventQuery(e1), CD_ERROR_CONTEXT_IS_DESTROYED);
     VIOLATES(drv.cuStreamDestroy(s1), CD_ERROR_CONTEXT_IS_DESTROYED);
-    if (!no_ctx_getid)
-        VIOLATES(drv.cuCtxGetId(ctx1, &(unsigned long long){0}), CD_ERROR_CONTEXT_IS_DESTROYED);
+    /* Asking the reset primary context's handle for its id is answered (as
+     * measured on driver 580), not a violation. */
+    if (!no_ctx_getid) {
+        long before = fk.violations();
+        CHECK(drv.cuCtxGetId(ctx1, &(unsigned long long){0}) == CD_ERROR_CONTEXT_IS_DESTROYED);
+        CHECK(fk.violations() == before);
+    }
     /* The same handle lives again after a retain, with a new id; the old
      * stream stays dead. */
     cdContext again = NULL;
