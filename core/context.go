@@ -14,8 +14,9 @@ type Context struct {
 	cfg     Config
 	devices int
 
-	mu     sync.Mutex
-	ifaces int // open ifaces
+	mu        sync.Mutex
+	ifaces    int  // open ifaces
+	destroyed bool // under mu and mem.mu: set by a successful Destroy
 
 	mem memDomain
 }
@@ -39,12 +40,21 @@ func (c *Context) Config() Config { return c.cfg }
 // DeviceCount is the number of devices the driver shows.
 func (c *Context) DeviceCount() int { return c.devices }
 
-// Destroy fails with ErrBusy while ifaces are open on the context.
+// Destroy fails with ErrBusy while ifaces are open on the context or memory
+// allocated or registered through it is held; a call racing with it on
+// another thread then fails with ErrHandle.
 func (c *Context) Destroy() error {
+	const op = "context_destroy"
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ifaces > 0 {
-		return errorf(ErrBusy, "context_destroy", "%d iface(s) still open on this context", c.ifaces)
+		return errorf(ErrBusy, op, "%d iface(s) still open on this context", c.ifaces)
 	}
+	c.mem.mu.Lock()
+	defer c.mem.mu.Unlock()
+	if n, m := len(c.mem.allocs), len(c.mem.regs); n+m > 0 {
+		return errorf(ErrBusy, op, "%d allocation(s) and %d registration(s) still held; free them first", n, m)
+	}
+	c.destroyed = true
 	return nil
 }

@@ -244,8 +244,18 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		}
 	}
 	c.mem.mu.Lock()
+	defer c.mem.mu.Unlock()
+	if c.destroyed {
+		// Destroyed by another thread meanwhile: nothing may outlive it.
+		if err := c.drv.MemFree(a.ctx, a.kind, ptr); err != nil {
+			logf(LogWarn, "mem_alloc: freeing 0x%x after a racing context_destroy: %v", ptr, err)
+		}
+		if a.ownsPrimary {
+			c.releasePrimary(dev)
+		}
+		return 0, errorf(ErrHandle, op, "the context was destroyed during the call")
+	}
 	c.mem.allocs[ptr] = a
-	c.mem.mu.Unlock()
 	return ptr, nil
 }
 
@@ -283,8 +293,11 @@ func (c *Context) primaryGone(dev int, ctx cudadrv.Context, id uint64) bool {
 // MemFree frees memory from MemAlloc.
 func (c *Context) MemFree(addr uint64) error {
 	const op = "mem_free"
+	// The record is taken out first, so that a racing free of the same
+	// address finds nothing instead of freeing twice.
 	c.mem.mu.Lock()
 	a, ok := c.mem.allocs[addr]
+	delete(c.mem.allocs, addr)
 	c.mem.mu.Unlock()
 	if !ok {
 		return errorf(ErrInvalid, op, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
@@ -292,12 +305,12 @@ func (c *Context) MemFree(addr uint64) error {
 	if a.primary && c.primaryGone(a.device, a.ctx, a.ctxID) {
 		logf(LogInfo, "mem_free: 0x%x went with the reset of device %d's primary context", addr, a.device)
 	} else if err := c.drv.MemFree(a.ctx, a.kind, addr); err != nil {
-		// Still allocated: the record stays, so the call can be repeated.
+		// Still allocated: the record goes back, so the call can be repeated.
+		c.mem.mu.Lock()
+		c.mem.allocs[addr] = a
+		c.mem.mu.Unlock()
 		return driverError(op, fmt.Sprintf("0x%x on device %d", addr, a.device), err)
 	}
-	c.mem.mu.Lock()
-	delete(c.mem.allocs, addr)
-	c.mem.mu.Unlock()
 	if a.ownsPrimary {
 		c.releasePrimary(a.device) // allowed after a reset too
 	}
@@ -339,8 +352,17 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 	}
 	reg := &Registration{addr: addr, length: length, device: dev, ownsPrimary: owns}
 	c.mem.mu.Lock()
+	defer c.mem.mu.Unlock()
+	if c.destroyed {
+		if err := c.unregister(op, reg); err != nil {
+			logf(LogWarn, "mem_reg: unregistering 0x%x after a racing context_destroy: %v", addr, err)
+		}
+		if owns {
+			c.releasePrimary(dev)
+		}
+		return nil, errorf(ErrHandle, op, "the context was destroyed during the call")
+	}
 	c.mem.regs[reg] = struct{}{}
-	c.mem.mu.Unlock()
 	return reg, nil
 }
 
@@ -350,16 +372,18 @@ func (c *Context) MemDereg(reg *Registration) error {
 	const op = "mem_dereg"
 	c.mem.mu.Lock()
 	_, ok := c.mem.regs[reg]
+	delete(c.mem.regs, reg) // taken out first, as in MemFree
 	c.mem.mu.Unlock()
 	if !ok {
-		return errorf(ErrHandle, op, "registration already released")
+		return errorf(ErrInvalid, op, "the registration is not held by this context: it was made through another cucopy context, or another thread is releasing it")
 	}
 	if err := c.unregister(op, reg); err != nil {
-		return err // still registered: the record stays, the call can be repeated
+		// Still registered: the record goes back, the call can be repeated.
+		c.mem.mu.Lock()
+		c.mem.regs[reg] = struct{}{}
+		c.mem.mu.Unlock()
+		return err
 	}
-	c.mem.mu.Lock()
-	delete(c.mem.regs, reg)
-	c.mem.mu.Unlock()
 	if reg.ownsPrimary {
 		c.releasePrimary(reg.device) // allowed after a reset too
 	}

@@ -106,6 +106,40 @@ func TestMemAllocContextChoice(t *testing.T) {
 	errStatus(t, core.ErrInvalid, err)
 }
 
+// A context is busy while memory it allocated or registered is held, and
+// nothing can be opened on it or allocated through it once destroyed.
+func TestDestroyWithMemoryHeld(t *testing.T) {
+	r := newRig(t, 1)
+	r.close()
+	p, err := r.ctx.MemAlloc(core.MemCUDA, 0, true, 64)
+	require.NoError(t, err)
+	buf := r.drv.Pageable(4096)
+	reg, err := r.ctx.MemReg(buf, 4096, 0)
+	require.NoError(t, err)
+	errStatus(t, core.ErrBusy, r.ctx.Destroy())
+	require.NoError(t, r.ctx.MemFree(p))
+	errStatus(t, core.ErrBusy, r.ctx.Destroy())
+	require.NoError(t, r.ctx.MemDereg(reg))
+	require.NoError(t, r.ctx.Destroy())
+	assert.Zero(t, r.drv.PrimaryRetains(0), "the allocation's primary retain went with the free")
+
+	_, err = r.ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
+	errStatus(t, core.ErrHandle, err)
+	_, err = r.ctx.MemAlloc(core.MemCUDA, 0, true, 64)
+	errStatus(t, core.ErrHandle, err)
+	r.drv.ActivatePrimary(0) // the program's: a context for the registration
+	_, err = r.ctx.MemReg(buf, 4096, 0)
+	errStatus(t, core.ErrHandle, err)
+	// Nothing left behind by the refused calls: the allocation was freed,
+	// the range is not pinned, the primary retain given back.
+	assert.Equal(t, 2, r.drv.Calls("MemAlloc"))
+	assert.Equal(t, 2, r.drv.Calls("MemFree"))
+	a, err := r.ctx.MemQuery(buf, 8)
+	require.NoError(t, err)
+	assert.False(t, a.Pinned)
+	assert.Equal(t, 1, r.drv.PrimaryRetains(0), "only the program's retain")
+}
+
 func TestMemRegDereg(t *testing.T) {
 	r := newRig(t, 2)
 	buf := r.drv.Pageable(8192)
@@ -130,7 +164,9 @@ func TestMemRegDereg(t *testing.T) {
 	errStatus(t, core.ErrInvalid, err)
 
 	require.NoError(t, r.ctx.MemDereg(reg))
-	errStatus(t, core.ErrHandle, r.ctx.MemDereg(reg))
+	// Not held any more (through the C API the handle itself is gone then,
+	// and the call fails with ErrHandle before reaching here).
+	errStatus(t, core.ErrInvalid, r.ctx.MemDereg(reg))
 	a, err = r.ctx.MemQuery(buf, 8)
 	require.NoError(t, err)
 	assert.False(t, a.Pinned)

@@ -168,7 +168,11 @@ typedef struct cucopy_context_params {
 CUCOPY_API cucopy_status_t cucopy_context_create(const cucopy_context_params_t *params,
                                                  cucopy_context_h *ctx_p);
 
-/** Destroy a context. ::CUCOPY_ERR_BUSY while ifaces opened on it are open. */
+/**
+ * Destroy a context. ::CUCOPY_ERR_BUSY while ifaces opened on it are open or
+ * memory allocated (cucopy_mem_alloc) or registered (cucopy_mem_reg) through
+ * it is held: free it first.
+ */
 CUCOPY_API cucopy_status_t cucopy_context_destroy(cucopy_context_h ctx);
 
 /**@}*/
