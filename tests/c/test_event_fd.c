@@ -119,6 +119,12 @@ static void check_fd(void)
     CHECK_STATUS(cucopy_iface_event_fd(iface, &again), CUCOPY_OK);
     CHECKF(again == fd, "event_fd returned %d, then %d", fd, again);
     CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+    /* Armed with nothing outstanding: the fd must stay quiet, or every
+     * waiting loop would spin. */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECKF(poll(&p, 1, 0) == 0, "the fd is readable after an idle arm");
+    CHECKF(fcntl(fd, F_GETFD) & FD_CLOEXEC, "the event fd is not close-on-exec");
+    CHECKF(fcntl(fd, F_GETFL) & O_NONBLOCK, "the event fd is blocking");
     tc_case_end();
 }
 
@@ -143,6 +149,12 @@ static void busy_when_ready(int d)
     CHECKF(n >= 1 && c.fired == 1, "progress after BUSY returned %d, completion fired %d", n,
            c.fired);
     CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+    /* Armed with nothing outstanding: the fd must stay quiet, or every
+     * waiting loop would spin. */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECKF(poll(&p, 1, 0) == 0, "the fd is readable after an idle arm");
+    CHECKF(fcntl(fd, F_GETFD) & FD_CLOEXEC, "the event fd is not close-on-exec");
+    CHECKF(fcntl(fd, F_GETFL) & O_NONBLOCK, "the event fd is blocking");
     tc_case_end();
 }
 

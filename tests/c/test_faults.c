@@ -978,7 +978,11 @@ static int child_main(int c, int step, const char *name, int j)
     int outcome = inj_step_failed ? 2 : 0;
     if (inj_status < 0) {
         outcome = 1;
-        if (inj_msg[0] == 0) {
+        if (inj_status == CUCOPY_ERR_INTERNAL) {
+            printf("test_faults: %s returned CUCOPY_ERR_INTERNAL (a panic): \"%s\"\n",
+                   inj_c < MAX_LIB ? lib_what[inj_c] : "?", inj_msg);
+            bad++;
+        } else if (inj_msg[0] == 0) {
             printf("test_faults: %s returned %s with an empty cucopy_last_error()\n",
                    inj_c < MAX_LIB ? lib_what[inj_c] : "?", tc_status_name(inj_status));
             bad++;
@@ -1083,6 +1087,13 @@ int main(int argc, char **argv)
                 cases[ncases++] = (struct fcase){e, c, j};
             }
 
+    /* Discovery that found nothing (the fake's counters or the LIB() bracket
+     * broken) must not pass as "0 faults, 0 failed". */
+    if (ncases == 0 || called < 10) {
+        printf("test_faults: FAIL: discovery found %d call sites at %d entry points\n", ncases,
+               called);
+        return 1;
+    }
     double t0 = tc_now();
     for (int b = 0; b < ncases; b += PARALLEL) {
         FILE *fs[PARALLEL];

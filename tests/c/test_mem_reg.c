@@ -290,6 +290,7 @@ static void phase3_refused(void)
     REQUIRE_OK(cucopy_context_create(NULL, &other));
     REQUIRE_OK(cucopy_mem_reg(ctx, buf, LEN, 0, &mh));
     CHECK_STATUS(MT_CALL(cucopy_mem_dereg(NULL, mh)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(other, mh)), CUCOPY_ERR_INVALID_PARAM);
     CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
     CHECK_STATUS(cucopy_context_destroy(other), CUCOPY_OK);
     free(buf);

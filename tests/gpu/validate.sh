@@ -41,12 +41,15 @@ unset CUCOPY_CUDA_DRIVER FAKECUDA_DEVICES
     fi
     gcc -O2 -std=gnu11 -I"$src/cudadrv" -I"$src/tests/common" "$src/tests/gpu/attr_cost.c" \
         "$src/tests/common/testdrv.c" -ldl -o /tmp/attr_cost && /tmp/attr_cost
+    echo "attr_cost exit $?"
     "$build/bin/cucopy_info"
     echo "cucopy_info exit $?"
 } >"$out/checks.txt" 2>&1
 
-bash "$build/run-gpu.sh" "$build" >"$out/suite.txt" 2>&1
-echo "suite exit $?" >>"$out/suite.txt"
+rm -f "$build"/run-gpu-logs/*.log # only this run's logs below
+RUN_GPU_FILTER= bash "$build/run-gpu.sh" "$build" >"$out/suite.txt" 2>&1
+suite_rc=$?
+echo "suite exit $suite_rc" >>"$out/suite.txt"
 for log in "$build"/run-gpu-logs/*.log; do
     printf '\n===== %s\n' "$(basename "$log")"
     cat "$log"
@@ -54,11 +57,16 @@ done >>"$out/suite.txt"
 
 perf=$build/bin/cucopy_perftest
 "$perf" --sizes 8,4K,64K,1M,16M,256M --host all >"$out/perftest.txt" 2>&1
-echo "perftest exit $?" >>"$out/perftest.txt"
+perf_rc=$?
+echo "perftest exit $perf_rc" >>"$out/perftest.txt"
 "$perf" --concurrent --tests bw,rate --sizes 1M,256M >"$out/concurrent.txt" 2>&1
-echo "concurrent exit $?" >>"$out/concurrent.txt"
+conc_rc=$?
+echo "concurrent exit $conc_rc" >>"$out/concurrent.txt"
 
 bash "$build/run-mpi-gpu.sh" "$build" >"$out/mpi.txt" 2>&1
-echo "mpi exit $?" >>"$out/mpi.txt"
+mpi_rc=$?
+echo "mpi exit $mpi_rc" >>"$out/mpi.txt"
 
 grep -hE '^(run-gpu|run-mpi-gpu|check_cuda_h|attr_cost|PASS|FAIL|SKIP)|exit [0-9]' "$out"/*.txt
+# The summary above is for reading; the status is the runs' own.
+exit $((suite_rc || perf_rc || conc_rc || mpi_rc))
