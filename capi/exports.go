@@ -422,6 +422,12 @@ func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) C.int {
 		if eh == 0 {
 			return failf(core.ErrNoResource, op, "too many endpoints")
 		}
+		if iface.Closed() {
+			// Closed by another thread between NewEp and add: its close
+			// may have swept the table before the add.
+			eps.remove(eh)
+			return failf(core.ErrHandle, op, "iface is closed")
+		}
 		*out = C.uint64_t(eh)
 		return 0
 	})

@@ -29,6 +29,13 @@ func (i *Iface) NewEp() (*Ep, error) {
 	return &Ep{iface: i}, nil
 }
 
+// Closed says whether the iface is closed.
+func (i *Iface) Closed() bool {
+	i.lock()
+	defer i.unlock()
+	return i.closed
+}
+
 // Iface is the endpoint's iface.
 func (e *Ep) Iface() *Iface { return e.iface }
 

@@ -596,6 +596,11 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 				}
 				continue
 			}
+			if c.Flags&(cudadrv.CopyFallbackCtx|cudadrv.CopyForceCPU) != 0 {
+				// Asked again although a context was given: no driver
+				// answer tells the memory's device. Never spin here.
+				return st, errorf(ErrNoDevice, op, "no CUDA context can run a copy of this memory (its device is unknown)")
+			}
 			ctx, err := i.firstActivePrimary(op)
 			if err != nil {
 				return st, err
@@ -795,6 +800,7 @@ func (i *Iface) releaseSlot(s int) []error {
 		}
 	}
 	r.free = kept
+	r.events = len(kept) // the queues are empty: the kept ones are all it still has
 	for k, stream := range slot.Stream {
 		if stream != 0 && !failed("destroying a stream", i.drv.StreamDestroy(r.ctx, stream)) {
 			slot.Stream[k] = 0

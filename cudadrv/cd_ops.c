@@ -95,7 +95,8 @@ static int cd_crosses_end(const cd_mem *m, uint64_t ptr, uint64_t len)
 {
     if (cd_is_host(m) || m->size == 0 || ptr < m->start)
         return 0;
-    return len > m->size - (ptr - m->start);
+    uint64_t off = ptr - m->start; /* the driver's range holds ptr; if not, refuse */
+    return off >= m->size || len > m->size - off;
 }
 
 static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintptr_t ctx)
@@ -141,7 +142,7 @@ static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_
         return (uintptr_t)m->ctx;
     if (m->ordinal >= 0 && m->ordinal < op->ndevices && primary[m->ordinal] != 0)
         return primary[m->ordinal];
-    if (m->managed && (op->flags & CD_COPY_FALLBACK_CTX))
+    if (m->managed && (op->flags & CD_COPY_FALLBACK_CTX) && op->ctx != 0)
         return op->ctx;
     if (m->managed) {
         cdContext cur = NULL;
