@@ -529,6 +529,10 @@ func (i *Iface) firstActivePrimary(op string) (cudadrv.Context, error) {
 func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopyStatus, error) {
 	for {
 		st := i.drv.Copy(i.slots, i.primary, c)
+		if c.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
+			// Issued, but leaving the copy's context failed (cuCtxPopCurrent).
+			logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", op, i.drv.Error(c.Err))
+		}
 		switch st {
 		case cudadrv.CopyDone:
 			if c.Slot >= 0 {
