@@ -488,8 +488,9 @@ static void phase_d(int nops)
     REQUIRE(ops != NULL);
     long rejected = 0, pieces = 0, untouched_bad = 0, immediate = 0;
     double t0 = tc_now(), deadline = t0 + 10 * TIMEOUT_S;
+    int issued = 0;
 
-    for (int i = 0; i < nops && tc_now() < deadline; i++) {
+    for (int i = 0; i < nops && tc_now() < deadline; i++, issued++) {
         struct sop *o = &ops[i];
         size_t off = (size_t)i * stride;
         o->len = 1 + rnd((unsigned)stride);
@@ -556,6 +557,8 @@ static void phase_d(int nops)
     CHECKF(untouched_bad == 0, "phase D: %ld rejected op(s) touched their completion",
            untouched_bad);
     CHECKF(rejected > 0, "phase D: max_events %d never pushed back in %d ops", maxev, nops);
+    /* Ops never issued (deadline) would pass the checks below untouched. */
+    CHECKF(issued == nops, "phase D: only %d of %d ops issued before the deadline", issued, nops);
 
     tc_case_begin("phase D: %d ops: completions exactly once with OK", nops);
     long bad = 0;
