@@ -324,19 +324,17 @@ func (i *Iface) Flush(op string, comp uintptr) (Status, error) {
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
 	var targets []flushTarget
-	busy := false
 	for s, r := range i.res {
 		for k := range r.queues {
 			if q := &r.queues[k]; q.count > 0 {
 				if comp == 0 {
 					return InProgress, nil // nothing to record: polling allocates nothing
 				}
-				busy = true
 				targets = append(targets, flushTarget{slot: s, kind: k, seq: q.issued})
 			}
 		}
 	}
-	if !busy {
+	if len(targets) == 0 {
 		return OK, nil
 	}
 	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})

@@ -244,8 +244,12 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		}
 	}
 	c.mem.mu.Lock()
-	defer c.mem.mu.Unlock()
-	if c.destroyed {
+	destroyed := c.destroyed
+	if !destroyed {
+		c.mem.allocs[ptr] = a
+	}
+	c.mem.mu.Unlock()
+	if destroyed {
 		// Destroyed by another thread meanwhile: nothing may outlive it.
 		if err := c.drv.MemFree(a.ctx, a.kind, ptr); err != nil {
 			logf(LogWarn, "mem_alloc: freeing 0x%x after a racing context_destroy: %v", ptr, err)
@@ -255,7 +259,6 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		}
 		return 0, errorf(ErrHandle, op, "the context was destroyed during the call")
 	}
-	c.mem.allocs[ptr] = a
 	return ptr, nil
 }
 
@@ -352,8 +355,12 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 	}
 	reg := &Registration{addr: addr, length: length, device: dev, ownsPrimary: owns}
 	c.mem.mu.Lock()
-	defer c.mem.mu.Unlock()
-	if c.destroyed {
+	destroyed := c.destroyed
+	if !destroyed {
+		c.mem.regs[reg] = struct{}{}
+	}
+	c.mem.mu.Unlock()
+	if destroyed {
 		if err := c.unregister(op, reg); err != nil {
 			logf(LogWarn, "mem_reg: unregistering 0x%x after a racing context_destroy: %v", addr, err)
 		}
@@ -362,7 +369,6 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 		}
 		return nil, errorf(ErrHandle, op, "the context was destroyed during the call")
 	}
-	c.mem.regs[reg] = struct{}{}
 	return reg, nil
 }
 

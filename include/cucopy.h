@@ -583,6 +583,9 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
  *         flight and @a comp is not touched, though pieces issued before the
  *         limit hit may already have been copied; call progress and retry it
  *         whole),
+ *         ::CUCOPY_ERR_CANCELED (a context of the operation was found reset
+ *         during the call and every piece issued there was canceled; the
+ *         other pieces finished; @a comp is not touched),
  *         or another error (@a comp is not touched and nothing is left in
  *         flight on the buffers).
  *
