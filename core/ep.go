@@ -23,18 +23,14 @@ type Ep struct {
 func (i *Iface) NewEp() (*Ep, error) {
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return nil, errorf(ErrHandle, "ep_create", "iface is closed")
 	}
 	return &Ep{iface: i}, nil
 }
 
 // Closed says whether the iface is closed.
-func (i *Iface) Closed() bool {
-	i.lock()
-	defer i.unlock()
-	return i.closed
-}
+func (i *Iface) Closed() bool { return i.closed.Load() }
 
 // Iface is the endpoint's iface.
 func (e *Ep) Iface() *Iface { return e.iface }
@@ -74,15 +70,14 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 		return errorf(ErrInvalid, op, "length %d overflows the address space", length)
 	}
 	i := e.iface
-	i.lock()
-	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return errorf(ErrHandle, op, "iface is closed")
 	}
-	c := &i.scratch
+	c := i.copyOp()
 	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync}
 	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
 	_, err := i.issue(op, c, -1)
+	i.putCopyOp(c)
 	return err
 }
 
@@ -115,66 +110,59 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	}
 
 	i := e.iface
-	i.lock()
-	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
+	i.lockOps()
 	idx := i.newOp(comp)
+	i.unlockOps()
+	c := i.copyOp()
 	var issued [MaxIOV]pieceRef
-	n := 0
+	n := int32(0)
 	off := uint64(0)
-	c := &i.scratch
-	var last cudadrv.CopyOp // the operation's last queued piece
 	for _, v := range iov {
 		if v.Length == 0 {
 			continue
 		}
 		*c = cudadrv.CopyOp{Len: v.Length}
 		c.Dst, c.Src = endpoints(put, uint64(v.Buffer), remote+off)
-		if n > 0 && i.ops[idx].status == OK {
+		if n > 0 {
 			// Consecutive pieces on one stream share one event, so an
-			// operation never needs more events than it has runs. Not
-			// after a context of the operation ended during the call:
-			// its slot, and so the last piece's, may be reused.
+			// operation never needs more events than it has runs. The
+			// driver layer joins only while the previous piece is queued
+			// and not yet queried by progress.
+			last := issued[n-1]
 			c.Flags = cudadrv.CopyReuse
-			c.ReuseSlot, c.ReuseKind, c.ReuseEvent = last.Slot, last.Kind, last.Event
+			c.ReuseSlot, c.ReuseKind, c.ReuseEvent, c.ReuseSeq = last.slot, last.kind, last.event, last.seq
 		}
-		i.ops[idx].pending++
 		st, err := i.issue(op, c, idx)
 		if err != nil {
-			i.ops[idx].pending--
+			i.putCopyOp(c)
 			i.waitQueued(issued[:n])
-			i.abandonOp(idx)
+			i.lockOps()
+			i.ops[idx].abandoned = true
+			i.issued(idx, n)
+			i.unlockOps()
 			return StatusOf(err), err
 		}
-		switch st {
-		case cudadrv.CopyDone, cudadrv.CopyJoined:
-			i.ops[idx].pending--
-		default:
-			issued[n] = pieceRef{slot: c.Slot, kind: c.Kind}
+		if st == cudadrv.CopyQueued {
+			issued[n] = pieceRef{slot: c.Slot, kind: c.Kind, id: c.CtxID, event: c.Event, seq: c.ReuseSeq}
 			n++
-			last = *c
 		}
 		off += v.Length
 	}
-	if i.ops[idx].pending == 0 {
-		i.freeOps = append(i.freeOps, idx)
-		if st := i.ops[idx].status; st != OK {
-			return st, errorf(st, op, "a CUDA context of the operation ended during the call; its pieces there were canceled")
-		}
-		return OK, nil
+	i.putCopyOp(c)
+	i.lockOps()
+	defer i.unlockOps()
+	if !i.issued(idx, n) {
+		return InProgress, nil
 	}
-	return InProgress, nil
-}
-
-// abandonOp drops the completion of a failed operation; pieces still in
-// flight free it when they complete.
-func (i *Iface) abandonOp(idx int32) {
-	i.ops[idx].comp = 0
-	if i.ops[idx].pending == 0 {
-		i.freeOps = append(i.freeOps, idx)
+	// Every piece finished during the call: CPU copies, or pieces on a
+	// context that ended meanwhile (canceled).
+	if st := i.ops[idx].status; st != OK {
+		return st, errorf(st, op, "a CUDA context of the operation ended during the call; its pieces there were canceled")
 	}
+	return OK, nil
 }
 
 // Flush flushes the endpoint. Its operations share the iface's queues, so

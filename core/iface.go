@@ -9,6 +9,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -35,36 +36,59 @@ type IfaceParams struct {
 // and found again by context id (the slot table). It tracks outstanding
 // zcopy pieces in per-(context, kind) FIFO queues, completes them in
 // progress, and implements flush and the event fd.
+//
+// Multi-thread ifaces (docs/design.md, "Threads"): a copy takes no iface
+// lock. The driver layer looks its context up in the slot table without a
+// lock and issues it under that slot's lock word, which it hands back held
+// when the piece must be queued. mu is the cold lock: it serializes changes
+// to the slot table and the resource creation a copy asks for, progress,
+// flush, arm, release and close. opsMu guards the operation table and the
+// completions; nothing is locked under it. Lock order: mu, a slot's lock,
+// opsMu. Single-thread ifaces take none of these locks.
 type Iface struct {
 	ctx    *Context
 	drv    cudadrv.Interface
 	params IfaceParams
 	multi  bool
-	mu     sync.Mutex // taken only in ThreadMulti
+	mu     sync.Mutex
+	opsMu  sync.Mutex
 
-	slots   []cudadrv.Slot    // what the copy hot path reads, by slot index
-	res     []*ctxResources   // the rest of each context's state, same index
-	primary []cudadrv.Context // per device: a primary context we retained, or 0
+	// slots is what the copy hot path reads, by slot index; res is the rest
+	// of each context's state, same index. Both have a fixed capacity and
+	// never move: a copy reads slots[:nslots] while another thread adds one.
+	slots   []cudadrv.Slot
+	res     []ctxResources
+	nslots  atomic.Int32
+	primary []cudadrv.Context // per device: a primary context we retained, or 0 (cudadrv.StorePrimary)
 
+	// Under opsMu.
 	ops       []opState // operations with pieces in flight
 	freeOps   []int32
-	completed int // operations whose last piece finished since the last Progress
+	completed int         // operations whose last piece finished since the last Progress
+	ready     []readyComp // completions to run, oldest first
+	readyAt   int
 
 	flushes []flushReq
-	ready   []readyComp // completions to run, oldest first
-	readyAt int
 
-	scratch cudadrv.CopyOp // the copy being issued; under the lock, so no allocation per copy
+	scratch cudadrv.CopyOp // single-thread: the copy being issued, so no allocation per copy
+	copyOps sync.Pool      // multi-thread: *cudadrv.CopyOp, one per copy being issued
 
 	fd     int // eventfd, -1 until first needed
-	closed bool
+	closed atomic.Bool
 
-	cpuOps, cpuBytes uint64
+	cpuOps, cpuBytes atomic.Uint64
 	statsPrinted     bool
 	goAtOpen         [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
 }
 
-// ctxResources is one CUDA context's resources beyond its slot.
+// MaxContexts is how many CUDA contexts one iface holds resources in at
+// once; a released or ended context's slot is reused.
+const MaxContexts = 128
+
+// ctxResources is one CUDA context's resources beyond its slot. The
+// identity (ctx to dead) changes under mu and the slot's lock; events,
+// free and queues change under the slot's lock (and, once the slot is
+// hidden from copies, under mu alone); the statistics are atomic.
 type ctxResources struct {
 	ctx         cudadrv.Context
 	id          uint64
@@ -74,11 +98,14 @@ type ctxResources struct {
 	events      int  // events created (in queues, free, or in the slot)
 	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
-	ops, bytes  [cudadrv.NumKinds]uint64
+	ops, bytes  [cudadrv.NumKinds]atomic.Uint64
 }
 
 // eventQueue is a FIFO of zcopy pieces on one stream, each with its event.
-// events and opIdx are rings of the same capacity.
+// events and opIdx are rings of the same capacity. A piece's sequence
+// number is issued after its push; the counters never go back, not even
+// when the slot is reused, so an old sequence number never names a new
+// piece.
 type eventQueue struct {
 	events       []cudadrv.Event
 	opIdx        []int32
@@ -87,11 +114,16 @@ type eventQueue struct {
 }
 
 // opState is one zcopy operation: its completion and how many of its
-// pieces are still in flight.
+// pieces are in flight. While the zcopy call is still issuing, pending
+// counts only the pieces already finished (negatively): the call adds the
+// pieces it queued when it is done, so the operation cannot complete under
+// it.
 type opState struct {
-	comp    uintptr
-	pending int32
-	status  Status
+	comp      uintptr
+	pending   int32
+	status    Status
+	issuing   bool
+	abandoned bool // the call failed: its pieces finish silently
 }
 
 type readyComp struct {
@@ -131,9 +163,12 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		drv:     c.drv,
 		params:  p,
 		multi:   p.ThreadMode == ThreadMulti,
+		slots:   make([]cudadrv.Slot, MaxContexts),
+		res:     make([]ctxResources, MaxContexts),
 		primary: make([]cudadrv.Context, c.devices),
 		fd:      -1,
 	}
+	i.copyOps.New = func() any { return new(cudadrv.CopyOp) }
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()
 	}
@@ -150,6 +185,56 @@ func (i *Iface) unlock() {
 	if i.multi {
 		i.mu.Unlock()
 	}
+}
+
+func (i *Iface) lockSlot(s int) {
+	if i.multi {
+		i.slots[s].Lock()
+	}
+}
+
+func (i *Iface) unlockSlot(s int) {
+	if i.multi {
+		i.slots[s].Unlock()
+	}
+}
+
+func (i *Iface) lockOps() {
+	if i.multi {
+		i.opsMu.Lock()
+	}
+}
+
+func (i *Iface) unlockOps() {
+	if i.multi {
+		i.opsMu.Unlock()
+	}
+}
+
+// copyOp is the request a copy is issued with; putCopyOp gives it back.
+func (i *Iface) copyOp() *cudadrv.CopyOp {
+	if !i.multi {
+		return &i.scratch
+	}
+	return i.copyOps.Get().(*cudadrv.CopyOp)
+}
+
+func (i *Iface) putCopyOp(c *cudadrv.CopyOp) {
+	if i.multi {
+		i.copyOps.Put(c)
+	}
+}
+
+// count adds one copy to the statistics.
+func (i *Iface) count(c *cudadrv.CopyOp) {
+	if c.Slot < 0 {
+		i.cpuOps.Add(1)
+		i.cpuBytes.Add(c.Len)
+		return
+	}
+	r := &i.res[c.Slot]
+	r.ops[c.Kind].Add(1)
+	r.bytes[c.Kind].Add(c.Len)
 }
 
 // Params are the effective settings.
@@ -194,36 +279,62 @@ func (q *eventQueue) pop() (cudadrv.Event, int32) {
 	return ev, op
 }
 
+// newOp starts an operation, issuing; under opsMu.
 func (i *Iface) newOp(comp uintptr) int32 {
+	op := opState{comp: comp, issuing: true}
 	if n := len(i.freeOps); n > 0 {
 		idx := i.freeOps[n-1]
 		i.freeOps = i.freeOps[:n-1]
-		i.ops[idx] = opState{comp: comp}
+		i.ops[idx] = op
 		return idx
 	}
-	i.ops = append(i.ops, opState{comp: comp})
+	i.ops = append(i.ops, op)
 	return int32(len(i.ops) - 1)
 }
 
+// issued ends the issuing of op idx, which queued `queued` pieces; under
+// opsMu. It says whether the operation is over (all of its pieces finished
+// already), and then frees it.
+func (i *Iface) issued(idx int32, queued int32) bool {
+	op := &i.ops[idx]
+	op.issuing = false
+	op.pending += queued
+	if op.pending > 0 {
+		return false
+	}
+	i.freeOps = append(i.freeOps, idx)
+	return true
+}
+
 // finishPiece accounts one finished piece of op idx; the operation's last
-// makes it ready.
+// makes it ready. Under opsMu.
 func (i *Iface) finishPiece(idx int32, st Status) {
 	op := &i.ops[idx]
 	op.pending--
 	if st < 0 && op.status == OK {
 		op.status = st
 	}
-	if op.pending > 0 {
+	if op.pending > 0 || op.issuing {
 		return
 	}
-	i.completed++
-	if op.comp != 0 {
-		i.ready = append(i.ready, readyComp{comp: op.comp, status: op.status})
+	if !op.abandoned {
+		i.completed++
+		if op.comp != 0 {
+			i.ready = append(i.ready, readyComp{comp: op.comp, status: op.status})
+		}
 	}
 	i.freeOps = append(i.freeOps, idx)
 }
 
-// releaseEvent gives a completed piece's event back to its context.
+// finish is finishPiece taking opsMu.
+func (i *Iface) finish(idx int32, st Status) {
+	i.lockOps()
+	i.finishPiece(idx, st)
+	i.unlockOps()
+}
+
+// releaseEvent gives a completed piece's event back to its context; under
+// the slot's lock.
 func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 	if i.slots[s].Event == 0 {
 		i.slots[s].Event = ev
@@ -235,56 +346,79 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 // Progress completes finished pieces on every context and returns how many
 // operations (all of their pieces) completed since the last call, here or
 // on a context that ended; their completions are then taken with NextReady.
+// Copies on other threads go on meanwhile: a context's slot is locked only
+// to look at and pop its queues, not while the driver is asked.
 func (i *Iface) Progress() (int, error) {
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
 	}
-	for s, r := range i.res {
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
+		if r.dead {
+			continue
+		}
 		for k := range r.queues {
 			q := &r.queues[k]
-			if q.count == 0 {
+			i.lockSlot(s)
+			seg := q.segment(int(i.params.MaxPoll))
+			if len(seg) == 0 {
+				i.unlockSlot(s)
 				continue
 			}
-			seg := q.segment(int(i.params.MaxPoll))
+			// From here on these pieces' events are never re-recorded by a
+			// later piece of their operation (CopyReuse): the answer below
+			// must stay true until they are popped.
+			i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(seg)))
+			i.unlockSlot(s)
+			// seg stays valid without the lock: only this thread (holding
+			// mu) pops, and a push writes past the queued pieces or into a
+			// new ring.
 			done, err := i.drv.QueryEvents(i.inc(s), seg)
 			if err == cudadrv.ErrContextGone {
 				i.dropSlot(s, ErrCanceled)
 				break
 			}
+			i.lockSlot(s)
 			for j := 0; j < done; j++ {
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
-				i.finishPiece(op, OK)
+				i.finish(op, OK)
 			}
-			if err != nil && isPopFailure(err) {
-				// The events were counted correctly; only leaving the
-				// context failed.
-				logf(LogWarn, "progress on device %d (context id %d): %v", r.device, r.id, err)
-			} else if err != nil {
+			failed := err != nil && !isPopFailure(err)
+			if failed {
 				// The head piece's query failed (e.g. a sticky error in
 				// this context) or its context cannot be entered: fail
 				// that piece; the other contexts go on.
-				logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
-					r.device, r.id, cudadrv.KindName(k), err)
 				ev, op := q.pop()
 				i.releaseEvent(s, ev)
-				i.finishPiece(op, ErrCUDA)
+				i.finish(op, ErrCUDA)
+			}
+			i.unlockSlot(s)
+			if failed {
+				logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
+					r.device, r.id, cudadrv.KindName(k), err)
+			} else if err != nil {
+				// The events were counted correctly; only leaving the
+				// context failed.
+				logf(LogWarn, "progress on device %d (context id %d): %v", r.device, r.id, err)
 			}
 		}
 	}
 	i.completeFlushes()
+	i.lockOps()
 	n := i.completed
 	i.completed = 0
+	i.unlockOps()
 	return n, nil
 }
 
 // NextReady takes the oldest completion waiting to run. The caller runs it
 // outside the iface lock, so a completion callback may call back in.
 func (i *Iface) NextReady() (comp uintptr, st Status, ok bool) {
-	i.lock()
-	defer i.unlock()
+	i.lockOps()
+	defer i.unlockOps()
 	if i.readyAt == len(i.ready) {
 		return 0, OK, false
 	}
@@ -296,6 +430,10 @@ func (i *Iface) NextReady() (comp uintptr, st Status, ok bool) {
 	return rc.comp, rc.status, true
 }
 
+// completeFlushes makes ready the flushes whose targets are reached: a
+// queue's done counter only moves under mu, which the caller holds. A
+// released or dropped slot popped all of its pieces, so its targets are
+// reached too.
 func (i *Iface) completeFlushes() {
 	kept := i.flushes[:0]
 	for _, f := range i.flushes {
@@ -307,7 +445,9 @@ func (i *Iface) completeFlushes() {
 			}
 		}
 		if done {
+			i.lockOps()
 			i.ready = append(i.ready, readyComp{comp: f.comp, status: OK})
+			i.unlockOps()
 		} else {
 			kept = append(kept, f)
 		}
@@ -320,17 +460,22 @@ func (i *Iface) completeFlushes() {
 func (i *Iface) Flush(op string, comp uintptr) (Status, error) {
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
 	var targets []flushTarget
-	for s, r := range i.res {
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
 		for k := range r.queues {
-			if q := &r.queues[k]; q.count > 0 {
+			q := &r.queues[k]
+			i.lockSlot(s)
+			count, seq := q.count, q.issued
+			i.unlockSlot(s)
+			if count > 0 {
 				if comp == 0 {
 					return InProgress, nil // nothing to record: polling allocates nothing
 				}
-				targets = append(targets, flushTarget{slot: s, kind: k, seq: q.issued})
+				targets = append(targets, flushTarget{slot: s, kind: k, seq: seq})
 			}
 		}
 	}
@@ -358,7 +503,7 @@ func (i *Iface) eventFD() (int, error) {
 func (i *Iface) EventFD() (int, error) {
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return -1, errorf(ErrHandle, "iface_event_fd", "iface is closed")
 	}
 	return i.eventFD()
@@ -376,7 +521,7 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 	}
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, "iface_event_arm", "iface is closed")
 	}
 	fd, err := i.eventFD()
@@ -389,19 +534,34 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 			break // EAGAIN: drained
 		}
 	}
-	if i.readyAt < len(i.ready) {
+	i.lockOps()
+	waiting := i.readyAt < len(i.ready)
+	i.unlockOps()
+	if waiting {
 		return ErrBusy, nil
 	}
 	if events == 0 {
 		return OK, nil
 	}
-	for s, r := range i.res {
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
+		if r.dead {
+			continue
+		}
 		for k := range r.queues {
 			q := &r.queues[k]
-			if q.count == 0 {
+			i.lockSlot(s)
+			var head cudadrv.Event
+			if q.count > 0 {
+				head = q.events[q.head]
+			}
+			i.unlockSlot(s)
+			if head == 0 {
 				continue
 			}
-			busy, err := i.drv.Arm(i.inc(s), i.slots[s].Stream[k], q.events[q.head], fd)
+			// A piece queued after this look is not covered: the caller
+			// arms after issuing.
+			busy, err := i.drv.Arm(i.inc(s), i.slots[s].Stream[k], head, fd)
 			if err == cudadrv.ErrContextGone {
 				i.dropSlot(s, ErrCanceled)
 				return ErrBusy, nil // its canceled operations are ready
@@ -421,39 +581,64 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 	return OK, nil
 }
 
-// addSlot makes a slot for a context seen for the first time. When ctx is
-// its device's primary context, a retain is held so that the program
-// releasing its own retain cannot destroy the context under our resources.
+// findSlot is the slot of context (id, ctx), -1 if none; under mu.
+func (i *Iface) findSlot(id uint64, ctx cudadrv.Context) int {
+	for s := range int(i.nslots.Load()) {
+		if sid, sctx := i.slots[s].Identity(); sid == id && sctx == ctx {
+			return s
+		}
+	}
+	return -1
+}
+
+// addSlot makes a slot for a context seen for the first time; under mu.
+// When ctx is its device's primary context, a retain is held so that the
+// program releasing its own retain cannot destroy the context under our
+// resources.
 func (i *Iface) addSlot(op string, ctx cudadrv.Context, id uint64) (int, error) {
+	s := int(i.nslots.Load())
+	for t := range s {
+		if i.res[t].dead {
+			s = t
+			break
+		}
+	}
+	if s == len(i.slots) {
+		return -1, errorf(ErrNoResource, op, "the iface already holds resources in %d CUDA contexts; release some (cucopy_iface_release_context)", len(i.slots))
+	}
 	dev, err := i.drv.ContextDevice(ctx)
 	if err != nil {
 		return -1, driverError(op, "querying the device of a context", err)
 	}
-	r := &ctxResources{ctx: ctx, id: id, device: dev}
+	owns := false
 	if active, err := i.drv.PrimaryActive(dev); err == nil && active {
 		if p, err := i.drv.PrimaryRetain(dev); err == nil {
 			if p == ctx {
-				r.ownsPrimary = true
+				owns = true
 			} else if err := i.drv.PrimaryRelease(dev); err != nil {
 				logf(LogWarn, "releasing the primary context of device %d: %v", dev, err)
 			}
 		}
 	}
-	slot := cudadrv.Slot{CtxID: id, Ctx: ctx, Device: int32(dev)}
+	var canary, canaryID uint64
 	if !i.drv.HasCtxID() {
-		slot.Canary, slot.CanaryID = i.canary(ctx)
+		canary, canaryID = i.canary(ctx)
 	}
-	for s := range i.res {
-		if i.res[s].dead {
-			i.slots[s], i.res[s] = slot, r
-			logf(LogDebug, "new context: device %d, context id %d, slot %d (reused)", dev, id, s)
-			return s, nil
-		}
+	// A slot past nslots is invisible to copies until nslots grows; a
+	// tombstone may be looked at, so it is filled under its lock, the
+	// identity last.
+	i.lockSlot(s)
+	r := &i.res[s]
+	r.ctx, r.id, r.device, r.ownsPrimary, r.dead = ctx, id, dev, owns, false
+	slot := &i.slots[s]
+	slot.Device, slot.Canary, slot.CanaryID = int32(dev), canary, canaryID
+	slot.SetIdentity(id, ctx)
+	i.unlockSlot(s)
+	if s == int(i.nslots.Load()) {
+		i.nslots.Store(int32(s + 1))
 	}
-	i.slots = append(i.slots, slot)
-	i.res = append(i.res, r)
-	logf(LogDebug, "new context: device %d, context id %d, slot %d", dev, id, len(i.slots)-1)
-	return len(i.slots) - 1, nil
+	logf(LogDebug, "new context: device %d, context id %d, slot %d", dev, id, s)
+	return s, nil
 }
 
 // canary makes the generation marker of a context on drivers without
@@ -485,7 +670,7 @@ func (i *Iface) usePrimary(op string, dev int) error {
 		if err := i.drv.PrimaryRelease(dev); err != nil && !deinitialized(err) {
 			logf(LogInfo, "releasing the primary context of device %d after its reset: %v", dev, err)
 		}
-		i.primary[dev] = 0
+		cudadrv.StorePrimary(i.primary, dev, 0)
 	}
 	active, err := i.drv.PrimaryActive(dev)
 	if err != nil {
@@ -498,7 +683,7 @@ func (i *Iface) usePrimary(op string, dev int) error {
 	if err != nil {
 		return driverError(op, fmt.Sprintf("retaining the primary context of device %d", dev), err)
 	}
-	i.primary[dev] = ctx
+	cudadrv.StorePrimary(i.primary, dev, ctx)
 	return nil
 }
 
@@ -521,119 +706,183 @@ func (i *Iface) firstActivePrimary(op string) (cudadrv.Context, error) {
 
 // issue runs one copy piece, doing the cold work the driver layer asks for
 // (new slot, stream, event, primary context, peer access) and retrying. It
-// returns CopyDone, CopyQueued (the piece is in a queue under opIdx),
-// CopyJoined (folded into the previous piece's queue entry), or an error.
-// The caller holds the lock.
+// returns CopyDone, CopyQueued (the piece is in a queue under opIdx, and
+// c.ReuseSeq is its sequence number there), CopyJoined (folded into the
+// previous piece's queue entry), or an error. Multi-thread ifaces take no
+// lock here but the slot's, which the driver layer hands over on CopyQueued
+// and CopyJoined; the cold work takes mu.
 func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopyStatus, error) {
+	if i.multi {
+		c.Flags |= cudadrv.CopyLock
+	}
 	for {
-		st := i.drv.Copy(i.slots, i.primary, c)
+		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, c)
 		if c.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
 			// Issued, but leaving the copy's context failed (cuCtxPopCurrent).
 			logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", op, i.drv.Error(c.Err))
 		}
 		switch st {
 		case cudadrv.CopyDone:
-			if c.Slot >= 0 {
-				i.res[c.Slot].ops[c.Kind]++
-				i.res[c.Slot].bytes[c.Kind] += c.Len
-			} else {
-				i.cpuOps++
-				i.cpuBytes += c.Len
-			}
+			i.count(c)
 			return st, nil
-		case cudadrv.CopyStale:
-			i.dropSlot(int(c.Slot), ErrCanceled) // then the context gets a fresh slot
-			c.Flags &^= cudadrv.CopyReuse        // the piece to join was on it
 		case cudadrv.CopyCPU:
 			if err := cpuCopy(op, c.Dst, c.Src, c.Len); err != nil {
 				return st, err
 			}
-			i.cpuOps++
-			i.cpuBytes += c.Len
+			c.Slot = -1
+			i.count(c)
 			return cudadrv.CopyDone, nil
 		case cudadrv.CopyJoined:
 			// Folded into the operation's previous piece: its queue entry
 			// and event now stand for both.
-			i.res[c.Slot].ops[c.Kind]++
-			i.res[c.Slot].bytes[c.Kind] += c.Len
+			i.count(c)
+			i.unlockSlot(int(c.Slot))
 			return st, nil
 		case cudadrv.CopyQueued:
 			s := int(c.Slot)
-			r := i.res[s]
-			r.queues[c.Kind].push(c.Event, opIdx)
-			r.ops[c.Kind]++
-			r.bytes[c.Kind] += c.Len
+			r := &i.res[s]
+			q := &r.queues[c.Kind]
+			q.push(c.Event, opIdx)
+			c.ReuseSeq = q.issued
 			i.slots[s].Event = 0
 			if n := len(r.free); n > 0 {
 				i.slots[s].Event = r.free[n-1]
 				r.free = r.free[:n-1]
 			}
+			i.count(c)
+			i.unlockSlot(s)
 			return st, nil
-		case cudadrv.CopyNeedSlot:
-			if _, err := i.addSlot(op, c.Ctx, c.CtxID); err != nil {
-				return st, err
-			}
-		case cudadrv.CopyNeedStream:
-			s := &i.slots[c.Slot]
-			stream, err := i.drv.StreamCreate(s.Ctx)
-			if err != nil {
-				return st, driverError(op, fmt.Sprintf("creating the %s stream on device %d", cudadrv.KindName(int(c.Kind)), s.Device), err)
-			}
-			s.Stream[c.Kind] = stream
-		case cudadrv.CopyNeedEvent:
-			r := i.res[c.Slot]
-			if r.events >= int(i.params.MaxEvents) {
-				return st, errorf(ErrNoResource, op, "all %d events of device %d (context id %d) are in flight; call progress and retry", i.params.MaxEvents, r.device, r.id)
-			}
-			ev, err := i.drv.EventCreate(r.ctx)
-			if err != nil {
-				return st, driverError(op, fmt.Sprintf("creating an event on device %d", r.device), err)
-			}
-			r.events++
-			i.slots[c.Slot].Event = ev
-		case cudadrv.CopyNeedPrimary:
-			if c.Device >= 0 {
-				if err := i.usePrimary(op, int(c.Device)); err != nil {
-					return st, err
-				}
-				continue
-			}
-			if c.Flags&(cudadrv.CopyFallbackCtx|cudadrv.CopyForceCPU) != 0 {
-				// Asked again although a context was given: no driver
-				// answer tells the memory's device. Never spin here.
-				return st, errorf(ErrNoDevice, op, "no CUDA context can run a copy of this memory (its device is unknown)")
-			}
-			ctx, err := i.firstActivePrimary(op)
-			if err != nil {
-				return st, err
-			}
-			if ctx == 0 {
-				c.Flags |= cudadrv.CopyForceCPU
-			} else {
-				c.Flags |= cudadrv.CopyFallbackCtx
-				c.Ctx = ctx
-			}
-		case cudadrv.CopyNeedPeer:
-			s := &i.slots[c.Slot]
-			if err := i.drv.EnablePeer(s.Ctx, c.PeerCtx); err != nil {
-				logf(LogInfo, "peer access from device %d not enabled (%v); the driver stages the copy", s.Device, err)
-			}
-			if s.NPeers == cudadrv.MaxPeers {
-				copy(s.Peer[:], s.Peer[1:])
-				s.NPeers--
-			}
-			s.Peer[s.NPeers] = c.PeerCtx
-			s.NPeers++
 		case cudadrv.CopyOutOfRange:
 			which := "source"
 			if c.Side == 1 {
 				which = "destination"
 			}
 			return st, errorf(ErrOutOfRange, op, "%s range [0x%x, +%d) crosses the end of its allocation", which, pick(c.Side == 1, c.Dst, c.Src), c.Len)
-		default:
+		case cudadrv.CopyDriverError:
 			return st, driverError(op, "", i.drv.Error(c.Err))
+		default:
+			if err := i.prepare(op, st, c); err != nil {
+				return st, err
+			}
 		}
 	}
+}
+
+// prepare does the cold work a copy asked for (st), under mu: the copy is
+// then tried again. What another thread did meanwhile is looked at first:
+// the copy may simply find it done.
+func (i *Iface) prepare(op string, st cudadrv.CopyStatus, c *cudadrv.CopyOp) error {
+	i.lock()
+	defer i.unlock()
+	if i.closed.Load() {
+		return errorf(ErrHandle, op, "iface is closed")
+	}
+	switch st {
+	case cudadrv.CopyNeedSlot:
+		if i.findSlot(c.CtxID, c.Ctx) >= 0 {
+			return nil
+		}
+		_, err := i.addSlot(op, c.Ctx, c.CtxID)
+		return err
+	case cudadrv.CopyNeedPrimary:
+		return i.needPrimary(op, c)
+	}
+	s := int(c.Slot)
+	if id, ctx := i.slots[s].Identity(); id != c.CtxID || ctx != c.Ctx {
+		return nil // the slot was released or reused meanwhile: look again
+	}
+	r := &i.res[s]
+	slot := &i.slots[s]
+	switch st {
+	case cudadrv.CopyStale:
+		i.dropSlot(s, ErrCanceled) // then the context gets a fresh slot
+	case cudadrv.CopyNeedStream:
+		if slot.Stream[c.Kind] != 0 {
+			return nil
+		}
+		stream, err := i.drv.StreamCreate(r.ctx)
+		if err != nil {
+			return driverError(op, fmt.Sprintf("creating the %s stream on device %d", cudadrv.KindName(int(c.Kind)), r.device), err)
+		}
+		i.lockSlot(s)
+		slot.Stream[c.Kind] = stream
+		i.unlockSlot(s)
+	case cudadrv.CopyNeedEvent:
+		i.lockSlot(s)
+		if slot.Event == 0 && len(r.free) > 0 {
+			slot.Event = r.free[len(r.free)-1]
+			r.free = r.free[:len(r.free)-1]
+		}
+		has, events := slot.Event != 0, r.events
+		i.unlockSlot(s)
+		if has {
+			return nil
+		}
+		if events >= int(i.params.MaxEvents) {
+			return errorf(ErrNoResource, op, "all %d events of device %d (context id %d) are in flight; call progress and retry", i.params.MaxEvents, r.device, r.id)
+		}
+		ev, err := i.drv.EventCreate(r.ctx)
+		if err != nil {
+			return driverError(op, fmt.Sprintf("creating an event on device %d", r.device), err)
+		}
+		i.lockSlot(s)
+		r.events++
+		if slot.Event == 0 {
+			slot.Event = ev
+		} else {
+			r.free = append(r.free, ev)
+		}
+		i.unlockSlot(s)
+	case cudadrv.CopyNeedPeer:
+		for _, p := range slot.Peer[:slot.NPeers] {
+			if p == c.PeerCtx {
+				return nil
+			}
+		}
+		if err := i.drv.EnablePeer(r.ctx, c.PeerCtx); err != nil {
+			logf(LogInfo, "peer access from device %d not enabled (%v); the driver stages the copy", r.device, err)
+		}
+		i.lockSlot(s)
+		if slot.NPeers == cudadrv.MaxPeers {
+			copy(slot.Peer[:], slot.Peer[1:])
+			slot.NPeers--
+		}
+		slot.Peer[slot.NPeers] = c.PeerCtx
+		slot.NPeers++
+		i.unlockSlot(s)
+	default:
+		return errorf(ErrInternal, op, "unexpected copy status %d", st)
+	}
+	return nil
+}
+
+// needPrimary finds a context for memory without an owning context; under mu.
+func (i *Iface) needPrimary(op string, c *cudadrv.CopyOp) error {
+	if dev := int(c.Device); dev >= 0 {
+		if dev >= len(i.primary) {
+			return errorf(ErrNoDevice, op, "the driver reports memory on device %d of %d", dev, len(i.primary))
+		}
+		if i.primary[dev] != c.SeenPrimary {
+			return nil // another thread retained it meanwhile: look again
+		}
+		return i.usePrimary(op, dev)
+	}
+	if c.Flags&(cudadrv.CopyFallbackCtx|cudadrv.CopyForceCPU) != 0 {
+		// Asked again although a context was given: no driver answer
+		// tells the memory's device. Never spin here.
+		return errorf(ErrNoDevice, op, "no CUDA context can run a copy of this memory (its device is unknown)")
+	}
+	ctx, err := i.firstActivePrimary(op)
+	if err != nil {
+		return err
+	}
+	if ctx == 0 {
+		c.Flags |= cudadrv.CopyForceCPU
+	} else {
+		c.Flags |= cudadrv.CopyFallbackCtx
+		c.Ctx = ctx
+	}
+	return nil
 }
 
 // isPopFailure reports whether a driver error came from leaving a context
@@ -659,24 +908,39 @@ func pick(cond bool, a, b uint64) uint64 {
 
 // waitQueued waits for pieces already issued by an operation that then
 // failed, so that an error return never leaves a copy running on the
-// caller's buffers. The pieces still complete through progress.
+// caller's buffers. The pieces still complete through progress. A slot
+// released meanwhile waited for them itself; one dropped has no copies.
 func (i *Iface) waitQueued(issued []pieceRef) {
+	if len(issued) == 0 {
+		return
+	}
+	i.lock()
+	defer i.unlock()
 	for _, p := range issued {
-		s := i.slots[p.slot]
-		if err := i.drv.StreamSynchronize(s.Ctx, s.Stream[p.kind]); err != nil {
-			logf(LogWarn, "waiting for a failed operation's pieces on device %d: %v", s.Device, err)
+		r := &i.res[p.slot]
+		if id, ctx := i.slots[p.slot].Identity(); id != p.id || ctx != r.ctx {
+			continue
+		}
+		if err := i.drv.StreamSynchronize(r.ctx, i.slots[p.slot].Stream[p.kind]); err != nil {
+			logf(LogWarn, "waiting for a failed operation's pieces on device %d: %v", r.device, err)
 		}
 	}
 }
 
-type pieceRef struct{ slot, kind int32 }
+// pieceRef is a queued piece of the operation being issued.
+type pieceRef struct {
+	slot, kind int32
+	id         uint64 // the slot's context id when the piece was queued
+	event      cudadrv.Event
+	seq        uint64 // its sequence number in its queue
+}
 
 // Close waits for the copies in flight and releases every resource.
 // Pending completions are dropped.
 func (i *Iface) Close() error {
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return errorf(ErrHandle, "iface_close", "iface is already closed")
 	}
 	if i.ctx.cfg.Stats && !i.statsPrinted {
@@ -684,7 +948,7 @@ func (i *Iface) Close() error {
 		i.statsPrinted = true
 	}
 	var errs []error
-	for s := range i.res {
+	for s := range int(i.nslots.Load()) {
 		errs = append(errs, i.releaseSlot(s)...)
 	}
 	for dev, p := range i.primary {
@@ -695,15 +959,18 @@ func (i *Iface) Close() error {
 			errs = append(errs, fmt.Errorf("releasing the primary context on device %d: %w", dev, err))
 			continue
 		}
-		i.primary[dev] = 0
+		cudadrv.StorePrimary(i.primary, dev, 0)
 	}
 	if len(errs) > 0 {
 		// What could not be released is still held: the iface stays open
 		// and close can be called again.
 		return &Error{Status: ErrCUDA, Op: "iface_close", Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}
 	}
-	i.closed = true
-	i.ready, i.readyAt, i.flushes = nil, 0, nil // pending completions are dropped
+	i.closed.Store(true)
+	i.flushes = nil
+	i.lockOps()
+	i.ready, i.readyAt = nil, 0 // pending completions are dropped
+	i.unlockOps()
 	if i.fd >= 0 {
 		unix.Close(i.fd)
 		i.fd = -1
@@ -735,9 +1002,9 @@ func sticky(err error) bool {
 	return false
 }
 
-// inc is slot s's incarnation as the driver layer checks it.
+// inc is slot s's incarnation as the driver layer checks it; under mu.
 func (i *Iface) inc(s int) cudadrv.Incarnation {
-	r := i.res[s]
+	r := &i.res[s]
 	dev := int32(-1)
 	if r.ownsPrimary {
 		dev = int32(r.device)
@@ -745,19 +1012,39 @@ func (i *Iface) inc(s int) cudadrv.Incarnation {
 	return cudadrv.Incarnation{Ctx: r.ctx, ID: r.id, Canary: i.slots[s].Canary, CanaryID: i.slots[s].CanaryID, PrimaryDevice: dev}
 }
 
+// hide takes slot s away from copies: no lookup matches it any more, and
+// once the short copies running on it without its lock are done, only the
+// holder of mu touches it. No later piece joins one of its queued pieces.
+func (i *Iface) hide(s int) {
+	r := &i.res[s]
+	slot := &i.slots[s]
+	i.lockSlot(s)
+	slot.SetIdentity(0, 0)
+	for k := range r.queues {
+		slot.Queried[k] = r.queues[k].issued
+	}
+	i.unlockSlot(s)
+	if i.multi {
+		slot.WaitUsers()
+	}
+}
+
 // releaseSlot waits for slot s's copies, destroys its streams and events,
 // gives back its primary-context retain and leaves a tombstone that no
 // context matches. Pieces in flight complete normally. If the context's
 // incarnation has ended (a reset), nothing is called on it: see dropSlot.
+// Under mu.
 func (i *Iface) releaseSlot(s int) []error {
-	r := i.res[s]
+	r := &i.res[s]
 	if r.dead {
 		return nil
 	}
-	if (r.ownsPrimary || i.slots[s].Canary != 0) && i.drv.Gone(i.inc(s)) {
+	slot := &i.slots[s]
+	if (r.ownsPrimary || slot.Canary != 0) && i.drv.Gone(i.inc(s)) {
 		i.dropSlot(s, ErrCanceled)
 		return nil
 	}
+	i.hide(s) // what a failed release leaves stays hidden, for another attempt
 	var errs []error
 	failed := func(what string, err error) bool {
 		if err == nil || deinitialized(err) {
@@ -770,7 +1057,6 @@ func (i *Iface) releaseSlot(s int) []error {
 		errs = append(errs, fmt.Errorf("%s on device %d: %w", what, r.device, err))
 		return true
 	}
-	slot := &i.slots[s]
 	pieces := OK // how the pieces in flight ended
 	for _, stream := range slot.Stream {
 		// A sick context (a sticky error) cannot be synchronized: its
@@ -787,7 +1073,7 @@ func (i *Iface) releaseSlot(s int) []error {
 		for q.count > 0 {
 			ev, op := q.pop()
 			r.free = append(r.free, ev)
-			i.finishPiece(op, pieces) // its stream was synchronized
+			i.finish(op, pieces) // its stream was synchronized
 		}
 	}
 	if slot.Event != 0 {
@@ -823,15 +1109,16 @@ func (i *Iface) releaseSlot(s int) []error {
 
 // dropSlot forgets slot s of a context whose incarnation ended, without a
 // single call on it: its pieces in flight fail with st, its streams and
-// events die with the context.
+// events die with the context. Under mu.
 func (i *Iface) dropSlot(s int, st Status) {
-	r := i.res[s]
+	r := &i.res[s]
+	i.hide(s)
 	pieces := 0
 	for k := range r.queues {
 		q := &r.queues[k]
 		for q.count > 0 {
 			_, op := q.pop()
-			i.finishPiece(op, st)
+			i.finish(op, st)
 			pieces++
 		}
 	}
@@ -845,25 +1132,27 @@ func (i *Iface) dropSlot(s int, st Status) {
 	i.bury(s)
 }
 
-// bury turns slot s into a tombstone: no context matches it, its index stays
-// valid for the queue entries and flushes that named it (they are settled),
-// and addSlot reuses it.
+// bury turns hidden slot s into a tombstone that addSlot reuses. Its
+// queues' counters stay, so the flushes and sequence numbers that named its
+// pieces stay settled. Under mu.
 func (i *Iface) bury(s int) {
-	kept := i.flushes[:0]
-	for _, f := range i.flushes {
-		targets := f.targets[:0]
-		for _, t := range f.targets {
-			if t.slot != s {
-				targets = append(targets, t)
-			}
-		}
-		f.targets = targets
-		kept = append(kept, f)
+	r := &i.res[s]
+	i.lockSlot(s)
+	slot := &i.slots[s]
+	slot.Stream, slot.Event = [cudadrv.NumKinds]cudadrv.Stream{}, 0
+	slot.Peer, slot.NPeers = [cudadrv.MaxPeers]cudadrv.Context{}, 0
+	slot.Canary, slot.CanaryID, slot.Device = 0, 0, 0
+	r.ctx, r.id, r.ownsPrimary, r.dead = 0, 0, false, true
+	r.events, r.free = 0, nil
+	for k := range r.queues {
+		r.queues[k] = eventQueue{issued: r.queues[k].issued, done: r.queues[k].done}
 	}
-	i.flushes = kept
+	for k := range r.ops {
+		r.ops[k].Store(0)
+		r.bytes[k].Store(0)
+	}
+	i.unlockSlot(s)
 	i.completeFlushes()
-	i.slots[s] = cudadrv.Slot{}
-	i.res[s] = &ctxResources{dead: true, device: i.res[s].device}
 }
 
 // ReleaseContext releases, now, everything the iface holds in the context
@@ -873,11 +1162,11 @@ func (i *Iface) bury(s int) {
 func (i *Iface) ReleaseContext(id uint64) error {
 	i.lock()
 	defer i.unlock()
-	if i.closed {
+	if i.closed.Load() {
 		return errorf(ErrHandle, "iface_release_context", "iface is closed")
 	}
-	for s, r := range i.res {
-		if !r.dead && r.id == id {
+	for s := range int(i.nslots.Load()) {
+		if r := &i.res[s]; !r.dead && r.id == id {
 			if errs := i.releaseSlot(s); len(errs) > 0 {
 				return &Error{Status: ErrCUDA, Op: "iface_release_context", Msg: fmt.Sprintf("context id %d", id), Err: errors.Join(errs...)}
 			}
@@ -888,15 +1177,16 @@ func (i *Iface) ReleaseContext(id uint64) error {
 
 func (i *Iface) printStats() {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cucopy stats: iface closed; cpu copies %d (%d bytes)\n", i.cpuOps, i.cpuBytes)
-	for _, r := range i.res {
+	fmt.Fprintf(&b, "cucopy stats: iface closed; cpu copies %d (%d bytes)\n", i.cpuOps.Load(), i.cpuBytes.Load())
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
 		if r.dead {
 			continue
 		}
 		fmt.Fprintf(&b, "  device %d context id %d: events %d", r.device, r.id, r.events)
 		for k := 0; k < cudadrv.NumKinds; k++ {
-			if r.ops[k] > 0 {
-				fmt.Fprintf(&b, ", %s %d ops %d bytes", cudadrv.KindName(k), r.ops[k], r.bytes[k])
+			if n := r.ops[k].Load(); n > 0 {
+				fmt.Fprintf(&b, ", %s %d ops %d bytes", cudadrv.KindName(k), n, r.bytes[k].Load())
 			}
 		}
 		b.WriteString("\n")

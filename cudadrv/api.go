@@ -12,6 +12,8 @@ package cudadrv
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 )
 
 // Context, Stream and Event are driver handles (CUcontext, CUstream,
@@ -54,7 +56,9 @@ func KindName(kind int) string {
 
 // Slot is one CUDA context's resources as the copy hot path needs them. It
 // mirrors struct cd_slot (cd_shim.h; layout checked at compile time). The
-// core owns and writes it between calls; Copy reads it during a call.
+// core owns and writes it; Copy reads it during a call. On multi-thread
+// ifaces Copy matches CtxID and Ctx without a lock (the core writes them with
+// SetIdentity) and reads the rest under the slot's lock word (CopyLock).
 type Slot struct {
 	CtxID  uint64
 	Ctx    Context
@@ -67,6 +71,60 @@ type Slot struct {
 	CanaryID uint64
 	Device   int32
 	NPeers   int32
+	lock     int32 // see Lock
+	users    int32 // short copies running on the slot's streams without the lock
+	// Queried[k]: the entries of the context's queue k, by sequence number
+	// from 1, that progress has queried: a piece never re-records their
+	// events (CopyReuse), since progress may pop them.
+	Queried [NumAsyncKinds]uint64
+}
+
+// Lock takes the slot's lock word, shared with cd_copy (C atomics on the
+// same word): it guards the slot and its context's queues and event pool on
+// multi-thread ifaces. Copy hands it over held on CopyQueued and CopyJoined.
+func (s *Slot) Lock() {
+	for !atomic.CompareAndSwapInt32(&s.lock, 0, 1) {
+		runtime.Gosched()
+	}
+}
+
+// Unlock releases the slot's lock word.
+func (s *Slot) Unlock() { atomic.StoreInt32(&s.lock, 0) }
+
+// Identity is the context the slot belongs to (0, 0 for none), read as a
+// lock-free lookup does.
+func (s *Slot) Identity() (uint64, Context) {
+	return atomic.LoadUint64(&s.CtxID), Context(atomic.LoadUintptr((*uintptr)(&s.Ctx)))
+}
+
+// SetIdentity gives the slot to a context, or with (0, 0) hides it from
+// every lookup. On multi-thread ifaces the caller holds the slot's lock.
+func (s *Slot) SetIdentity(id uint64, ctx Context) {
+	atomic.StoreUint64(&s.CtxID, id)
+	atomic.StoreUintptr((*uintptr)(&s.Ctx), uintptr(ctx))
+}
+
+// AddUser and DoneUser count a short copy that runs on the slot without its
+// lock (fake drivers; cd_copy does the same in C).
+func (s *Slot) AddUser()  { atomic.AddInt32(&s.users, 1) }
+func (s *Slot) DoneUser() { atomic.AddInt32(&s.users, -1) }
+
+// WaitUsers waits until no short copy runs on the slot: a slot hidden from
+// lookups (SetIdentity(0, 0)) then has no copy in flight outside its queues.
+func (s *Slot) WaitUsers() {
+	for atomic.LoadInt32(&s.users) != 0 {
+		runtime.Gosched()
+	}
+}
+
+// LoadPrimary and StorePrimary read and write an entry of the primary-context
+// table passed to Copy: multi-thread ifaces change it while copies read it.
+func LoadPrimary(primary []Context, dev int) Context {
+	return Context(atomic.LoadUintptr((*uintptr)(&primary[dev])))
+}
+
+func StorePrimary(primary []Context, dev int, ctx Context) {
+	atomic.StoreUintptr((*uintptr)(&primary[dev]), uintptr(ctx))
 }
 
 // Copy flags (CD_COPY_*).
@@ -76,9 +134,14 @@ const (
 	// CopyFallbackCtx: managed memory without an owning context runs on op.Ctx.
 	CopyFallbackCtx = 1 << 2
 	// CopyReuse: the previous piece of the operation went to (op.ReuseSlot,
-	// op.ReuseKind); a piece landing there too re-records op.ReuseEvent
+	// op.ReuseKind) as queue entry op.ReuseSeq; a piece landing there too,
+	// while progress has not queried that entry, re-records op.ReuseEvent
 	// after itself instead of taking a new event (CopyJoined).
 	CopyReuse = 1 << 3
+	// CopyLock: take the slot's lock after the lookup (multi-thread ifaces);
+	// it comes back held on CopyQueued and CopyJoined, released otherwise. A
+	// short copy gives it up before copying and counts itself a user.
+	CopyLock = 1 << 4
 )
 
 // CopyStatus is the outcome of Interface.Copy (CD_COPY_*).
@@ -113,6 +176,7 @@ type CopyOp struct {
 	ReuseSlot     int32
 	ReuseKind     int32
 	ReuseEvent    Event
+	ReuseSeq      uint64 // the previous piece's queue entry, by sequence number
 	Slot          int32
 	Kind          int32
 	Device        int32
@@ -121,6 +185,7 @@ type CopyOp struct {
 	CtxID         uint64
 	PeerCtx       Context
 	Event         Event
+	SeenPrimary   Context // CopyNeedPrimary: the primary context found ended, 0 if none was set
 	Err           CallError
 }
 

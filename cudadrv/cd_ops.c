@@ -4,6 +4,7 @@
  * context it needs only when that context is not current, pop it before
  * returning, on every path.
  */
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,12 +100,35 @@ static int cd_crosses_end(const cd_mem *m, uint64_t ptr, uint64_t len)
     return off >= m->size || len > m->size - off;
 }
 
+/* The lookup takes no lock: Go may be filling or emptying a slot meanwhile
+ * (multi-thread ifaces), so a match is only a candidate until it is checked
+ * again under the slot's lock. */
 static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintptr_t ctx)
 {
     for (int32_t i = 0; i < nslots; i++)
-        if (slots[i].ctx_id == id && slots[i].ctx == ctx)
+        if (__atomic_load_n(&slots[i].ctx, __ATOMIC_RELAXED) == ctx &&
+            __atomic_load_n(&slots[i].ctx_id, __ATOMIC_RELAXED) == id)
             return i;
     return -1;
+}
+
+/* primary[d], which Go changes under its iface lock while copies run. */
+static uintptr_t cd_primary(const uintptr_t *primary, int32_t d)
+{
+    return __atomic_load_n(&primary[d], __ATOMIC_ACQUIRE);
+}
+
+/* The slot lock word, shared with Go (sync/atomic on the same int32). */
+static void cd_slot_lock(cd_slot *slot)
+{
+    while (__atomic_exchange_n(&slot->lock, 1, __ATOMIC_ACQUIRE) != 0)
+        while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0)
+            sched_yield();
+}
+
+static void cd_slot_unlock(cd_slot *slot)
+{
+    __atomic_store_n(&slot->lock, 0, __ATOMIC_RELEASE);
 }
 
 static int cd_peer_tried(const cd_slot *s, uintptr_t peer)
@@ -140,8 +164,11 @@ static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_
 {
     if (m->ctx != NULL)
         return (uintptr_t)m->ctx;
-    if (m->ordinal >= 0 && m->ordinal < op->ndevices && primary[m->ordinal] != 0)
-        return primary[m->ordinal];
+    if (m->ordinal >= 0 && m->ordinal < op->ndevices) {
+        uintptr_t p = cd_primary(primary, m->ordinal);
+        if (p != 0)
+            return p;
+    }
     if (m->managed && (op->flags & CD_COPY_FALLBACK_CTX) && op->ctx != 0)
         return op->ctx;
     if (m->managed) {
@@ -150,8 +177,80 @@ static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_
             return (uintptr_t)cur;
     }
     op->device = m->managed ? -1 : m->ordinal;
+    op->seen_primary = 0;
     *status = CD_COPY_NEED_PRIMARY;
     return 0;
+}
+
+/*
+ * The rest of cd_copy once the slot is known, under its lock if *locked. The
+ * lock stays held on QUEUED and JOINED (Go books the piece, then releases
+ * it); a short copy gives it up before copying, counted in slot->users so
+ * that Go's release of the slot waits for it.
+ */
+static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t peer,
+                    cd_copy_op *op, int *locked)
+{
+    /* Without cuCtxGetId the key is the handle, which a reset primary context
+     * keeps and a new context may reuse: check the slot's generation. */
+    if (cd.cuCtxGetId == NULL && slot->canary != 0 &&
+        cd_canary_gone(ctx, slot->canary, slot->canary_id))
+        return CD_COPY_STALE;
+    if (kind == CD_KIND_PEER && !cd_peer_tried(slot, peer)) {
+        op->peer_ctx = peer;
+        return CD_COPY_NEED_PEER;
+    }
+    cdStream stream = (cdStream)slot->stream[op->kind];
+    if (stream == NULL)
+        return CD_COPY_NEED_STREAM;
+    int sync = (op->flags & CD_COPY_SYNC) != 0;
+    /* Re-recording the previous piece's event is only safe while progress
+     * has not looked at it: once queried complete, it may be popped. */
+    int joined = !sync && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&
+                 op->reuse_kind == op->kind && op->reuse_seq > slot->queried[op->kind];
+    cdEvent event = joined ? (cdEvent)op->reuse_event : (cdEvent)slot->event;
+    if (!sync && event == NULL)
+        return CD_COPY_NEED_EVENT;
+    if (sync && *locked) {
+        __atomic_add_fetch(&slot->users, 1, __ATOMIC_RELAXED);
+        cd_slot_unlock(slot);
+        *locked = 0;
+    }
+
+    int pushed = 0;
+    if (cd_enter((cdContext)ctx, &pushed, &op->err) == CD_SUCCESS) {
+        cdResult r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpyAsync;
+            op->err.result = r;
+        } else if (sync) {
+            r = cd.cuStreamSynchronize(stream);
+            if (r != CD_SUCCESS) {
+                op->err.entry = CD_IDX_cuStreamSynchronize;
+                op->err.result = r;
+            }
+        } else {
+            r = cd.cuEventRecord(event, stream);
+            if (r != CD_SUCCESS) {
+                /* The copy is in flight without an event: wait for it so that an
+                 * error return never leaves a copy running on the caller's buffers. */
+                op->err.entry = CD_IDX_cuEventRecord;
+                op->err.result = r;
+                (void)cd.cuStreamSynchronize(stream);
+            }
+        }
+        int ok = op->err.result == CD_SUCCESS;
+        cd_leave(pushed, &op->err); /* a failed pop does not undo the issued copy */
+        if (ok) {
+            op->event = (uintptr_t)event;
+            if (sync && (op->flags & CD_COPY_LOCK))
+                __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+            return sync ? CD_COPY_DONE : joined ? CD_COPY_JOINED : CD_COPY_QUEUED;
+        }
+    }
+    if (sync && (op->flags & CD_COPY_LOCK))
+        __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+    return CD_COPY_DRIVER_ERROR;
 }
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op)
@@ -204,8 +303,9 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
             /* A primary context Go retained, since reset and not activated
              * again (its handle persists): Go looks at the device again. */
             for (int32_t d = 0; d < op->ndevices; d++)
-                if (primary[d] == ctx) {
+                if (cd_primary(primary, d) == ctx) {
                     op->device = d;
+                    op->seen_primary = ctx;
                     return CD_COPY_NEED_PRIMARY;
                 }
         }
@@ -221,54 +321,20 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     op->slot = s;
     cd_slot *slot = &slots[s];
-    /* Without cuCtxGetId the key is the handle, which a reset primary context
-     * keeps and a new context may reuse: check the slot's generation. */
-    if (cd.cuCtxGetId == NULL && slot->canary != 0 &&
-        cd_canary_gone(ctx, slot->canary, slot->canary_id))
-        return CD_COPY_STALE;
-    if (kind == CD_KIND_PEER && !cd_peer_tried(slot, peer)) {
-        op->peer_ctx = peer;
-        return CD_COPY_NEED_PEER;
-    }
-    cdStream stream = (cdStream)slot->stream[op->kind];
-    if (stream == NULL)
-        return CD_COPY_NEED_STREAM;
-    int joined = (op->flags & CD_COPY_REUSE) && op->reuse_slot == s && op->reuse_kind == op->kind;
-    cdEvent event = joined ? (cdEvent)op->reuse_event : (cdEvent)slot->event;
-    if (!(op->flags & CD_COPY_SYNC) && event == NULL)
-        return CD_COPY_NEED_EVENT;
-
-    int pushed = 0;
-    if (cd_enter((cdContext)ctx, &pushed, &op->err) != CD_SUCCESS)
-        return CD_COPY_DRIVER_ERROR;
-    cdResult r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
-    if (r != CD_SUCCESS) {
-        op->err.entry = CD_IDX_cuMemcpyAsync;
-        op->err.result = r;
-    } else if (op->flags & CD_COPY_SYNC) {
-        r = cd.cuStreamSynchronize(stream);
-        if (r != CD_SUCCESS) {
-            op->err.entry = CD_IDX_cuStreamSynchronize;
-            op->err.result = r;
-        }
-    } else {
-        r = cd.cuEventRecord(event, stream);
-        if (r != CD_SUCCESS) {
-            /* The copy is in flight without an event: wait for it so that an
-             * error return never leaves a copy running on the caller's buffers. */
-            op->err.entry = CD_IDX_cuEventRecord;
-            op->err.result = r;
-            (void)cd.cuStreamSynchronize(stream);
+    int locked = (op->flags & CD_COPY_LOCK) != 0;
+    if (locked) {
+        cd_slot_lock(slot);
+        if (slot->ctx_id != id || slot->ctx != ctx) { /* emptied meanwhile */
+            cd_slot_unlock(slot);
+            op->slot = -1;
+            op->device = -1;
+            return CD_COPY_NEED_SLOT;
         }
     }
-    int ok = op->err.result == CD_SUCCESS;
-    cd_leave(pushed, &op->err); /* a failed pop does not undo the issued copy */
-    if (!ok)
-        return CD_COPY_DRIVER_ERROR;
-    if (op->flags & CD_COPY_SYNC)
-        return CD_COPY_DONE;
-    op->event = (uintptr_t)event;
-    return joined ? CD_COPY_JOINED : CD_COPY_QUEUED;
+    int st = cd_issue(slot, s, ctx, kind, peer, op, &locked);
+    if (locked && st != CD_COPY_QUEUED && st != CD_COPY_JOINED)
+        cd_slot_unlock(slot);
+    return st;
 out:
     return CD_COPY_DRIVER_ERROR;
 }

@@ -68,7 +68,8 @@ enum {
 
 /*
  * One CUDA context's resources, as the hot path needs them. Owned and written
- * by Go (core's iface) outside calls; read by cd_copy during a call.
+ * by Go (core's iface); read by cd_copy. On single-thread ifaces Go writes
+ * only between calls; on multi-thread ifaces under the slot's lock word.
  */
 typedef struct cd_slot {
     uint64_t ctx_id;                   /* cuCtxGetId, or the handle without it */
@@ -80,6 +81,15 @@ typedef struct cd_slot {
     uint64_t canary_id;                /* in the context, and its BUFFER_ID (generation) */
     int32_t device;                    /* the context's device ordinal */
     int32_t npeers;
+    /* Multi-thread ifaces (CD_COPY_LOCK): a spin lock word shared with Go
+     * (sync/atomic), and the short copies running on the slot's streams
+     * without it. A lookup matches a slot without the lock; cd_copy checks
+     * the match again under it. */
+    int32_t lock;
+    int32_t users;
+    /* Per async kind: the queue entries (by sequence number, from 1) that
+     * progress has queried; their events are never re-recorded. */
+    uint64_t queried[CD_NUM_ASYNC_KINDS];
 } cd_slot;
 
 /* cd_copy_op.flags */
@@ -90,7 +100,12 @@ enum {
     /* the previous piece of this operation went to (reuse_slot, reuse_kind)
      * with reuse_event: a piece landing there too re-records that event
      * instead of taking a new one (pieces of a stream complete in order) */
-    CD_COPY_REUSE = 1u << 3
+    CD_COPY_REUSE = 1u << 3,
+    /* multi-thread iface: take the slot's lock after the lookup; on QUEUED
+     * and JOINED it is returned held (the caller books the piece and
+     * releases it), on every other result it is released; a short copy
+     * runs without it, counted in the slot's users */
+    CD_COPY_LOCK = 1u << 4
 };
 
 /* cd_copy results */
@@ -119,6 +134,7 @@ typedef struct cd_copy_op {
     int32_t reuse_slot;
     int32_t reuse_kind;
     uintptr_t reuse_event;
+    uint64_t reuse_seq; /* the previous piece's queue entry (its sequence number) */
     /* out */
     int32_t slot;
     int32_t kind;
@@ -128,6 +144,7 @@ typedef struct cd_copy_op {
     uint64_t ctx_id;
     uintptr_t peer_ctx;
     uintptr_t event; /* the event recorded (QUEUED) */
+    uintptr_t seen_primary; /* NEED_PRIMARY: the primary[device] found ended, 0 if none was set */
     cd_err err;
 } cd_copy_op;
 

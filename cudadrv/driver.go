@@ -47,6 +47,18 @@ var (
 	_ [unsafe.Offsetof(C.cd_mem_info{}._type) - unsafe.Offsetof(MemInfo{}.Type)]struct{}
 	_ [unsafe.Offsetof(MemInfo{}.VMMLocationID) - unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id)]struct{}
 	_ [unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id) - unsafe.Offsetof(MemInfo{}.VMMLocationID)]struct{}
+	_ [CopyLock - C.CD_COPY_LOCK]struct{}
+	_ [C.CD_COPY_LOCK - CopyLock]struct{}
+	_ [unsafe.Offsetof(Slot{}.lock) - unsafe.Offsetof(C.cd_slot{}.lock)]struct{}
+	_ [unsafe.Offsetof(C.cd_slot{}.lock) - unsafe.Offsetof(Slot{}.lock)]struct{}
+	_ [unsafe.Offsetof(Slot{}.users) - unsafe.Offsetof(C.cd_slot{}.users)]struct{}
+	_ [unsafe.Offsetof(C.cd_slot{}.users) - unsafe.Offsetof(Slot{}.users)]struct{}
+	_ [unsafe.Offsetof(Slot{}.Queried) - unsafe.Offsetof(C.cd_slot{}.queried)]struct{}
+	_ [unsafe.Offsetof(C.cd_slot{}.queried) - unsafe.Offsetof(Slot{}.Queried)]struct{}
+	_ [unsafe.Offsetof(CopyOp{}.ReuseSeq) - unsafe.Offsetof(C.cd_copy_op{}.reuse_seq)]struct{}
+	_ [unsafe.Offsetof(C.cd_copy_op{}.reuse_seq) - unsafe.Offsetof(CopyOp{}.ReuseSeq)]struct{}
+	_ [unsafe.Offsetof(CopyOp{}.SeenPrimary) - unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]struct{}
+	_ [unsafe.Offsetof(C.cd_copy_op{}.seen_primary) - unsafe.Offsetof(CopyOp{}.SeenPrimary)]struct{}
 	_ [CopyStale - C.CD_COPY_STALE]struct{}
 	_ [C.CD_COPY_STALE - CopyStale]struct{}
 	_ [unsafe.Sizeof(Incarnation{}) - C.sizeof_cd_inc]struct{}

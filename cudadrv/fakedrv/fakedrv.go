@@ -733,8 +733,10 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 	if m.ctx != 0 {
 		return m.ctx
 	}
-	if m.ordinal >= 0 && m.ordinal < int(op.NDevices) && primary[m.ordinal] != 0 {
-		return primary[m.ordinal]
+	if m.ordinal >= 0 && m.ordinal < int(op.NDevices) {
+		if p := cudadrv.LoadPrimary(primary, m.ordinal); p != 0 {
+			return p
+		}
 	}
 	if m.managed && op.Flags&cudadrv.CopyFallbackCtx != 0 {
 		return op.Ctx
@@ -746,6 +748,7 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 	if m.managed {
 		op.Device = -1
 	}
+	op.SeenPrimary = 0
 	*status = cudadrv.CopyNeedPrimary
 	return 0
 }
@@ -759,6 +762,16 @@ func driverErr(op *cudadrv.CopyOp, entry int32, code uint32) cudadrv.CopyStatus 
 func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp) cudadrv.CopyStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	locked := false
+	st := d.copy(slots, primary, op, &locked)
+	if locked && st != cudadrv.CopyQueued && st != cudadrv.CopyJoined {
+		slots[op.Slot].Unlock()
+	}
+	return st
+}
+
+// copy is Copy under d.mu; *locked says it took the slot's lock (CopyLock).
+func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, locked *bool) cudadrv.CopyStatus {
 	d.enter("Copy")
 	op.NDevices = int32(len(primary))
 	op.Err = cudadrv.CallError{Entry: -1}
@@ -818,13 +831,14 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	s := -1
 	for i := range slots {
-		if slots[i].CtxID == id && slots[i].Ctx == ctx {
+		if sid, sctx := slots[i].Identity(); sid == id && sctx == ctx {
 			s = i
 			break
 		}
 	}
 	op.Ctx, op.CtxID, op.Kind = ctx, id, kind
-	if op.Flags&cudadrv.CopySync != 0 {
+	sync := op.Flags&cudadrv.CopySync != 0
+	if sync {
 		op.Kind = cudadrv.KindShort
 	}
 	if s < 0 {
@@ -833,6 +847,19 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	op.Slot = int32(s)
 	slot := &slots[s]
+	if op.Flags&cudadrv.CopyLock != 0 {
+		// As cd_copy: the slot's lock after the lookup. Never spin on it
+		// holding d.mu: its holder may need the driver meanwhile.
+		d.mu.Unlock()
+		slot.Lock()
+		d.mu.Lock()
+		if sid, sctx := slot.Identity(); sid != id || sctx != ctx { // emptied meanwhile
+			slot.Unlock()
+			op.Slot, op.Device = -1, -1
+			return cudadrv.CopyNeedSlot
+		}
+		*locked = true
+	}
 	if !d.hasCtxID && slot.Canary != 0 && d.gone(cudadrv.Incarnation{Ctx: ctx, Canary: slot.Canary, CanaryID: slot.CanaryID, PrimaryDevice: -1}) {
 		return cudadrv.CopyStale
 	}
@@ -850,14 +877,22 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if stream == 0 {
 		return cudadrv.CopyNeedStream
 	}
-	sync := op.Flags&cudadrv.CopySync != 0
-	joined := op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind
+	joined := !sync && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
+		op.ReuseSeq > slot.Queried[op.Kind]
 	event := slot.Event
 	if joined {
 		event = op.ReuseEvent
 	}
 	if !sync && event == 0 {
 		return cudadrv.CopyNeedEvent
+	}
+	if sync && *locked {
+		// As cd_copy: a short copy runs without the lock, as a user of the
+		// slot that a release waits for.
+		slot.AddUser()
+		defer slot.DoneUser()
+		slot.Unlock()
+		*locked = false
 	}
 	o, ok := d.streams[stream]
 	if err := d.owned("Copy", ctx, o, ok, "stream", uintptr(stream)); err != nil {
