@@ -25,8 +25,14 @@ func cgoCalls() uint64 {
 // The per-operation hot path, measured on the real cudadrv binding and a C
 // driver (the fake one from the build tree, or $CUCOPY_CUDA_DRIVER): once a
 // context's resources exist, a zcopy or short copy is exactly one cgo
-// crossing, and issuing plus progressing to completion allocates nothing.
+// crossing, and issuing plus progressing to completion allocates nothing,
+// in both thread modes.
 func TestHotPathOneCrossingNoAllocation(t *testing.T) {
+	t.Run("single", func(t *testing.T) { testHotPath(t, core.ThreadSingle) })
+	t.Run("multi", func(t *testing.T) { testHotPath(t, core.ThreadMulti) })
+}
+
+func testHotPath(t *testing.T, mode core.ThreadMode) {
 	path := drvtest.DriverPath()
 	if path == "" {
 		t.Skip("no driver: build the fake one (make build) or set CUCOPY_CUDA_DRIVER")
@@ -38,7 +44,7 @@ func TestHotPathOneCrossingNoAllocation(t *testing.T) {
 	require.NoError(t, err)
 	ctx, err := core.NewContext(drv, cfg)
 	require.NoError(t, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
+	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: mode, MaxPoll: 16, MaxEvents: 64})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, iface.Close()) }()
 	ep, err := iface.NewEp()

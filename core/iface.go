@@ -293,17 +293,17 @@ func (i *Iface) newOp(comp uintptr) int32 {
 }
 
 // issued ends the issuing of op idx, which queued `queued` pieces; under
-// opsMu. It says whether the operation is over (all of its pieces finished
-// already), and then frees it.
-func (i *Iface) issued(idx int32, queued int32) bool {
+// opsMu. An operation with pieces queued completes through progress, even
+// when they all finished (or were canceled) before the call returned; one
+// with none (CPU copies only) is over, and freed silently.
+func (i *Iface) issued(idx int32, queued int32) {
 	op := &i.ops[idx]
 	op.issuing = false
+	op.abandoned = op.abandoned || queued == 0
 	op.pending += queued
-	if op.pending > 0 {
-		return false
+	if op.pending == 0 {
+		i.completeOp(idx)
 	}
-	i.freeOps = append(i.freeOps, idx)
-	return true
 }
 
 // finishPiece accounts one finished piece of op idx; the operation's last
@@ -314,9 +314,15 @@ func (i *Iface) finishPiece(idx int32, st Status) {
 	if st < 0 && op.status == OK {
 		op.status = st
 	}
-	if op.pending > 0 || op.issuing {
-		return
+	if op.pending == 0 && !op.issuing {
+		i.completeOp(idx)
 	}
+}
+
+// completeOp counts operation idx as completed and makes its completion
+// ready, unless abandoned; then frees it. Under opsMu.
+func (i *Iface) completeOp(idx int32) {
+	op := &i.ops[idx]
 	if !op.abandoned {
 		i.completed++
 		if op.comp != 0 {

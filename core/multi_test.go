@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,4 +132,210 @@ func TestMultiThread(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.OK, st)
 	assert.LessOrEqual(t, r.drv.LiveEvents(), 3*8, "event cap per context")
+}
+
+// A multi-thread iface issues without its lock, so progress can run between
+// two pieces of one zcopy. Here it does, deterministically: it completes
+// the first piece before the second is issued. The operation must not end
+// early (its second piece is still to be issued), and the second piece
+// must not re-record the first piece's event, which progress already
+// queried and popped: folded into it, the operation would complete before
+// its second piece ran.
+func TestMultiProgressBetweenPieces(t *testing.T) {
+	r := newRig(t, 1, func(p *core.IfaceParams) { p.ThreadMode = core.ThreadMulti })
+	const n = 4096
+	host, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
+	want := fill(r.drv, host, n, 3)
+	// First use creates the slot, stream and event.
+	require.Equal(t, core.InProgress, r.put(host, dev, 16, 1))
+	r.drv.Run()
+	_, got := r.progress()
+	require.Equal(t, []done{{1, core.OK}}, got)
+
+	calls := 0
+	between := 0
+	r.drv.OnCopy(func() {
+		if calls++; calls == 2 { // the second piece
+			r.drv.Run()
+			n, err := r.ifc.Progress()
+			assert.NoError(t, err)
+			between = n
+		}
+	})
+	iov := []core.IOV{{uintptr(host), n / 2}, {uintptr(host + n/2), n / 2}}
+	st, err := r.zcopy(true, iov, dev, 2)
+	require.NoError(t, err)
+	r.drv.OnCopy(nil)
+	assert.Equal(t, 0, between, "progress completed the operation while its pieces were being issued")
+	require.Equal(t, core.InProgress, st, "the operation ended before its second piece ran")
+	assert.Empty(t, r.ready())
+	r.drv.Run()
+	nDone, got := r.progress()
+	assert.Equal(t, 1, nDone)
+	assert.Equal(t, []done{{2, core.OK}}, got)
+	eqBytes(t, want, r.drv.Bytes(dev, n))
+	_, got = r.progress()
+	assert.Empty(t, got)
+}
+
+// Contexts released (cucopy_iface_release_context) while other goroutines
+// issue zcopies and short copies to them and progress, flush and arm: every
+// operation completes exactly once with OK, every byte arrives, and the
+// driver never sees a released stream or event used (the rig checks).
+func TestMultiReleaseWhileCopying(t *testing.T) {
+	const (
+		workers = 4
+		perW    = 300
+		size    = 96
+	)
+	r := newRig(t, 2, func(p *core.IfaceParams) {
+		p.ThreadMode = core.ThreadMulti
+		p.MaxEvents = 16
+	})
+	type buf struct{ host, dev, back uint64 }
+	bufs := make([]buf, workers)
+	want := make([][]byte, workers)
+	for w := range bufs {
+		bufs[w] = buf{r.drv.Pageable(size * perW), r.drv.AllocDevice(w%2, size*perW), r.drv.Pageable(size * perW)}
+		want[w] = fill(r.drv, bufs[w].host, size*perW, byte(w+1))
+	}
+	ids := []uint64{r.drv.ID(r.drv.Primary(0)), r.drv.ID(r.drv.Primary(1))}
+	fd, err := r.ifc.EventFD()
+	require.NoError(t, err)
+
+	var seen [workers * perW]atomic.Int32
+	var failed atomic.Int32
+	fail := func(format string, args ...any) {
+		if failed.Add(1) < 5 {
+			t.Errorf(format, args...)
+		}
+	}
+	take := func() {
+		for {
+			comp, st, ok := r.ifc.NextReady()
+			if !ok {
+				return
+			}
+			switch {
+			case comp > workers*perW: // a flush
+			case st != core.OK || comp == 0:
+				fail("completion %d: status %d", comp, st)
+			default:
+				seen[comp-1].Add(1)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var helpers sync.WaitGroup
+	helpers.Add(2)
+	go func() { // progress, arm and flush, as an event loop would
+		defer helpers.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.drv.Step(5)
+			if _, err := r.ifc.Progress(); err != nil {
+				fail("progress: %v", err)
+				return
+			}
+			take()
+			if k%7 == 0 {
+				if st, err := r.ifc.Arm(core.EventSendComp); err != nil || (st != core.OK && st != core.ErrBusy) {
+					fail("arm: %d %v", st, err)
+				}
+				readable(t, fd)
+			}
+			if k%11 == 0 {
+				if _, err := r.ifc.Flush("iface_flush", uintptr(workers*perW+1)); err != nil {
+					fail("flush: %v", err)
+				}
+			}
+		}
+	}()
+	released := 0
+	go func() { // the program releasing its contexts now and then
+		defer helpers.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := r.ifc.ReleaseContext(ids[k%2]); err != nil {
+				fail("release_context: %v", err)
+				return
+			}
+			released++
+			runtime.Gosched()
+		}
+	}()
+	var issuers sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		issuers.Add(1)
+		go func(w int) {
+			defer issuers.Done()
+			ep, err := r.ifc.NewEp()
+			if err != nil {
+				fail("ep: %v", err)
+				return
+			}
+			b := bufs[w]
+			for k := 0; k < perW; k++ {
+				off := uint64(k * size)
+				if k%3 == 2 { // a short copy there and back
+					if err := ep.Short(true, uintptr(b.host+off), size, b.dev+off); err != nil {
+						fail("put_short: %v", err)
+					}
+					if err := ep.Short(false, uintptr(b.back+off), size, b.dev+off); err != nil {
+						fail("get_short: %v", err)
+					}
+					seen[w*perW+k].Add(1)
+					continue
+				}
+				third := uint64(size / 3)
+				iov := []core.IOV{{uintptr(b.host + off), third}, {uintptr(b.host + off + third), third}, {uintptr(b.host + off + 2*third), size - 2*third}}
+				for {
+					st, err := ep.Zcopy(true, iov, b.dev+off, uintptr(w*perW+k+1))
+					if st == core.ErrNoResource {
+						runtime.Gosched()
+						continue
+					}
+					if err != nil || st != core.InProgress {
+						fail("zcopy: %d %v", st, err)
+					}
+					break
+				}
+			}
+		}(w)
+	}
+	issuers.Wait()
+	for pending := true; pending && failed.Load() == 0; {
+		r.drv.Run()
+		_, _ = r.ifc.Progress()
+		take()
+		pending = false
+		for k := range seen {
+			pending = pending || seen[k].Load() == 0
+		}
+	}
+	close(stop)
+	helpers.Wait()
+	require.Zero(t, failed.Load())
+	for k := range seen {
+		require.Equal(t, int32(1), seen[k].Load(), "operation %d", k+1)
+	}
+	// The zcopies landed; the short copies went there and back.
+	for w, b := range bufs {
+		eqBytes(t, want[w], r.drv.Bytes(b.dev, size*perW), "worker %d device", w)
+		for k := 2; k < perW; k += 3 {
+			eqBytes(t, want[w][k*size:(k+1)*size], r.drv.Bytes(b.back+uint64(k*size), size), "worker %d short %d", w, k)
+		}
+	}
+	assert.Positive(t, released)
+	r.close()
+	assert.Zero(t, r.drv.LiveStreams())
+	assert.Zero(t, r.drv.LiveEvents())
 }

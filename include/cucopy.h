@@ -577,15 +577,15 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
  * of total length 0 returns ::CUCOPY_OK.
  * @param iovcnt 1 to cucopy_iface_attr_t::max_iov; 0 is ::CUCOPY_ERR_INVALID_PARAM.
  * @param comp   NULL, or decremented once when the whole operation finished.
- * @return ::CUCOPY_OK (finished now; @a comp is not touched),
- *         ::CUCOPY_INPROGRESS (finishes later; see cucopy_completion_t),
+ * @return ::CUCOPY_OK (finished now, no piece needed a GPU stream: host to
+ *         host copies; @a comp is not touched),
+ *         ::CUCOPY_INPROGRESS (a piece went to a GPU stream: the operation
+ *         completes through cucopy_iface_progress(), with ::CUCOPY_ERR_CANCELED
+ *         if its context was reset meanwhile; see cucopy_completion_t),
  *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached: the operation is not in
  *         flight and @a comp is not touched, though pieces issued before the
  *         limit hit may already have been copied; call progress and retry it
  *         whole),
- *         ::CUCOPY_ERR_CANCELED (a context of the operation was found reset
- *         during the call and every piece issued there was canceled; the
- *         other pieces finished; @a comp is not touched),
  *         or another error (@a comp is not touched and nothing is left in
  *         flight on the buffers).
  *

@@ -116,6 +116,7 @@ type Driver struct {
 	peers       map[[2]cudadrv.Context]bool
 	calls       map[string]int
 	faults      map[string][]fault
+	onCopy      func() // OnCopy
 	activations int
 	violations  []string
 	nextBuffer  uint64 // BUFFER_ID of the last allocation
@@ -401,6 +402,11 @@ func (d *Driver) last(s cudadrv.Stream) *work {
 	}
 	return nil
 }
+
+// OnCopy makes every later Copy call run f first, outside the driver's
+// lock (nil: none): a test interleaves progress or a release with the
+// pieces of a copy being issued.
+func (d *Driver) OnCopy(f func()) { d.mu.Lock(); d.onCopy = f; d.mu.Unlock() }
 
 // Fail makes the nth next call of method (1 = the next one) fail with code.
 // "cuCtxPopCurrent" fails the pop at the end of a QueryEvents call: the
@@ -761,6 +767,11 @@ func driverErr(op *cudadrv.CopyOp, entry int32, code uint32) cudadrv.CopyStatus 
 // Copy is cd_copy.
 func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp) cudadrv.CopyStatus {
 	d.mu.Lock()
+	if f := d.onCopy; f != nil {
+		d.mu.Unlock()
+		f()
+		d.mu.Lock()
+	}
 	defer d.mu.Unlock()
 	locked := false
 	st := d.copy(slots, primary, op, &locked)
