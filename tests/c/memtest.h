@@ -82,7 +82,6 @@ static inline int mt_primary_active(int dev)
     return active;
 }
 
-/* The context's id (cuCtxGetId), 0 where the driver lacks it. */
 /* The program's own retain, release and reset of device dev's primary context. */
 static inline cdContext mt_prim_retain(int dev)
 {
@@ -107,6 +106,7 @@ static inline void mt_prim_reset(int dev)
     TD_CHECK(td.cuDevicePrimaryCtxReset(d));
 }
 
+/* The context's id (cuCtxGetId), 0 where the driver lacks it. */
 static inline uint64_t mt_ctx_id(cdContext c)
 {
     unsigned long long id = 0;

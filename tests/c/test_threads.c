@@ -11,7 +11,11 @@
  *  - one thread with no current CUDA context doing only event_fd / arm /
  *    poll / progress;
  *  - one thread calling iface_flush and ep_flush with completions
- *    periodically (and progress while it waits).
+ *    periodically (and progress while it waits);
+ *  - one thread releasing, every few milliseconds, the resources the iface
+ *    holds in one device's primary context (iface_release_context) while
+ *    copies to it are issued: they go on in fresh resources, and the
+ *    driver must never see a released stream or event used.
  * At the end every zcopy that returned INPROGRESS fired exactly once with OK
  * (those that returned OK never), every flush completion fired exactly once,
  * every destination byte holds what its operation copied and every byte no
@@ -295,6 +299,26 @@ static void *flush_main(void *arg)
     return NULL;
 }
 
+/* The releasing thread: iface_release_context on each device in turn. */
+struct relstats {
+    uint64_t key[MAX_DEV];
+    long n;
+};
+
+static void *release_main(void *arg)
+{
+    struct relstats *rs = arg;
+    while (!atomic_load(&stop_aux)) {
+        int s = cucopy_iface_release_context(iface, rs->key[rs->n % ndev]);
+        if (s != CUCOPY_OK && atomic_fetch_add(&errors_seen, 1) < 10)
+            (void)FAIL_IF(1, "release_context returned %s: %s", tc_status_name(s),
+                          cucopy_last_error());
+        rs->n++;
+        usleep(td.is_fake ? 1000 : 5000);
+    }
+    return NULL;
+}
+
 static void verify(void)
 {
     const unsigned char *pat = tc_pattern(total * stride);
@@ -364,7 +388,7 @@ int main(void)
     REQUIRE_OK(cucopy_iface_open(cctx, &p, &iface));
     cucopy_iface_attr_t a;
     memset(&a, 0, sizeof(a));
-    a.field_mask = CUCOPY_IFACE_ATTR_THREAD_MODE;
+    a.field_mask = CUCOPY_IFACE_ATTR_THREAD_MODE | CUCOPY_IFACE_ATTR_CAP_FLAGS;
     CHECK_STATUS(cucopy_iface_query(iface, &a), CUCOPY_OK);
     CHECK(a.thread_mode == CUCOPY_THREAD_MODE_MULTI);
     printf("test_threads: %s driver, %d worker(s) x %d device(s) x %d op(s), %zu-byte regions\n",
@@ -383,9 +407,15 @@ int main(void)
     fs.comps = calloc((size_t)fs.cap, sizeof(*fs.comps));
     fs.st = calloc((size_t)fs.cap, sizeof(*fs.st));
     REQUIRE(fs.comps != NULL && fs.st != NULL);
-    pthread_t evt, flt;
+    struct relstats rs;
+    memset(&rs, 0, sizeof(rs));
+    for (int d = 0; d < ndev; d++) /* the key release_context takes (see test_faults) */
+        rs.key[d] = (a.cap_flags & CUCOPY_IFACE_CAP_CONTEXT_ID) ? mt_ctx_id(tc_primary(d))
+                                                                : (uint64_t)(uintptr_t)tc_primary(d);
+    pthread_t evt, flt, rlt;
     REQUIRE(pthread_create(&evt, NULL, event_main, &es) == 0);
     REQUIRE(pthread_create(&flt, NULL, flush_main, &fs) == 0);
+    REQUIRE(pthread_create(&rlt, NULL, release_main, &rs) == 0);
     for (int t = 0; t < nthreads; t++) {
         w[t].t = t;
         w[t].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(t + 1);
@@ -396,6 +426,7 @@ int main(void)
     atomic_store(&stop_aux, 1);
     pthread_join(evt, NULL);
     pthread_join(flt, NULL);
+    pthread_join(rlt, NULL);
     double secs = tc_now() - t0;
     CHECKF(atomic_load(&workers_done) == nthreads, "%d of %d workers finished",
            atomic_load(&workers_done), nthreads);
@@ -447,11 +478,12 @@ int main(void)
 
     verify();
     CHECKF(es.arms > 0 && es.progress_calls > 0, "the event thread never armed or progressed");
+    CHECKF(rs.n > 0, "the releasing thread never released");
     printf("test_threads: %.2f s; %ld short, %ld zcopy (%ld in progress, %ld NO_RESOURCE "
            "retries); event thread: %ld arm(s), %ld BUSY, %ld poll(s), %ld wake-up(s); "
-           "%d flush(es), %d in progress\n",
+           "%d flush(es), %d in progress; %ld context release(s)\n",
            secs, shorts, zc, inprog, retries, es.arms, es.busy, es.polls, es.wakeups, fs.n,
-           fs.inprogress);
+           fs.inprogress, rs.n);
 
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
     CHECK_STATUS(cucopy_context_destroy(cctx), CUCOPY_OK);
