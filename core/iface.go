@@ -353,10 +353,20 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 // operations (all of their pieces) completed since the last call, here or
 // on a context that ended; their completions are then taken with NextReady.
 // Copies on other threads go on meanwhile: a context's slot is locked only
-// to look at and pop its queues, not while the driver is asked.
+// to look at and pop its queues, not while the driver is asked. On a
+// multi-thread iface that another thread is progressing (or doing cold
+// work on) right now, it returns 0 at once: that thread completes what is
+// done, and the completions already ready still run here.
 func (i *Iface) Progress() (int, error) {
-	i.lock()
-	defer i.unlock()
+	if i.closed.Load() {
+		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
+	}
+	if i.multi {
+		if !i.mu.TryLock() {
+			return 0, nil
+		}
+		defer i.mu.Unlock()
+	}
 	if i.closed.Load() {
 		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
 	}
