@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"strings"
 	"sync"
@@ -40,18 +41,21 @@ type IfaceParams struct {
 // Multi-thread ifaces (docs/design.md, "Threads"): a copy takes no iface
 // lock. The driver layer looks its context up in the slot table without a
 // lock and issues it under that slot's lock word, which it hands back held
-// when the piece must be queued. mu is the cold lock: it serializes changes
-// to the slot table and the resource creation a copy asks for, progress,
-// flush, arm, release and close. opsMu guards the operation table and the
-// completions; nothing is locked under it. Lock order: mu, a slot's lock,
+// when the piece must be queued. Progress claims a context's queues (one
+// thread at a time pops them; others skip them) and takes no iface-wide
+// lock either. mu is the cold lock: it serializes changes to the slot
+// table, the resource creation a copy asks for, flush, arm, release and
+// close. flushMu guards the flush list; opsMu the operation table and the
+// completions. Lock order: mu, a slot's claim, flushMu, a slot's lock,
 // opsMu. Single-thread ifaces take none of these locks.
 type Iface struct {
 	ctx    *Context
 	drv    cudadrv.Interface
 	params IfaceParams
 	multi  bool
-	mu     sync.Mutex
-	opsMu  sync.Mutex
+	mu      sync.Mutex
+	flushMu sync.Mutex // flushes
+	opsMu   sync.Mutex
 
 	// slots is what the copy hot path reads, by slot index; res is the rest
 	// of each context's state, same index. Both have a fixed capacity and
@@ -68,7 +72,7 @@ type Iface struct {
 	ready     []readyComp // completions to run, oldest first
 	readyAt   int
 
-	flushes []flushReq
+	flushes []flushReq // under flushMu
 
 	scratch cudadrv.CopyOp // single-thread: the copy being issued, so no allocation per copy
 	copyOps sync.Pool      // multi-thread: *cudadrv.CopyOp, one per copy being issued
@@ -86,9 +90,10 @@ type Iface struct {
 const MaxContexts = 128
 
 // ctxResources is one CUDA context's resources beyond its slot. The
-// identity (ctx to dead) changes under mu and the slot's lock; events,
-// free and queues change under the slot's lock (and, once the slot is
-// hidden from copies, under mu alone); the statistics are atomic.
+// identity (ctx to dead) changes under mu and the slot's lock, and a live
+// slot dies only under its claim too; events, free and queues change under
+// the slot's lock, pops only under the claim (and, once the slot is hidden
+// from copies, under mu and the claim alone); the statistics are atomic.
 type ctxResources struct {
 	ctx         cudadrv.Context
 	id          uint64
@@ -99,6 +104,7 @@ type ctxResources struct {
 	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
 	ops, bytes  [cudadrv.NumKinds]atomic.Uint64
+	polling     atomic.Bool // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
 }
 
 // eventQueue is a FIFO of zcopy pieces on one stream, each with its event.
@@ -196,6 +202,18 @@ func (i *Iface) lockSlot(s int) {
 func (i *Iface) unlockSlot(s int) {
 	if i.multi {
 		i.slots[s].Unlock()
+	}
+}
+
+func (i *Iface) lockFlushes() {
+	if i.multi {
+		i.flushMu.Lock()
+	}
+}
+
+func (i *Iface) unlockFlushes() {
+	if i.multi {
+		i.flushMu.Unlock()
 	}
 }
 
@@ -352,74 +370,16 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 // Progress completes finished pieces on every context and returns how many
 // operations (all of their pieces) completed since the last call, here or
 // on a context that ended; their completions are then taken with NextReady.
-// Copies on other threads go on meanwhile: a context's slot is locked only
-// to look at and pop its queues, not while the driver is asked. On a
-// multi-thread iface that another thread is progressing (or doing cold
-// work on) right now, it returns 0 at once: that thread completes what is
-// done, and the completions already ready still run here.
+// On a multi-thread iface it takes no iface-wide lock: threads progressing
+// at once share the contexts out (one polls a context's queues, the others
+// skip it), and copies go on meanwhile.
 func (i *Iface) Progress() (int, error) {
 	if i.closed.Load() {
 		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
 	}
-	if i.multi {
-		if !i.mu.TryLock() {
-			return 0, nil
-		}
-		defer i.mu.Unlock()
-	}
-	if i.closed.Load() {
-		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
-	}
 	for s := range int(i.nslots.Load()) {
-		r := &i.res[s]
-		if r.dead {
-			continue
-		}
-		for k := range r.queues {
-			q := &r.queues[k]
-			i.lockSlot(s)
-			seg := q.segment(int(i.params.MaxPoll))
-			if len(seg) == 0 {
-				i.unlockSlot(s)
-				continue
-			}
-			// From here on these pieces' events are never re-recorded by a
-			// later piece of their operation (CopyReuse): the answer below
-			// must stay true until they are popped.
-			i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(seg)))
-			i.unlockSlot(s)
-			// seg stays valid without the lock: only this thread (holding
-			// mu) pops, and a push writes past the queued pieces or into a
-			// new ring.
-			done, err := i.drv.QueryEvents(i.inc(s), seg)
-			if err == cudadrv.ErrContextGone {
-				i.dropSlot(s, ErrCanceled)
-				break
-			}
-			i.lockSlot(s)
-			for j := 0; j < done; j++ {
-				ev, op := q.pop()
-				i.releaseEvent(s, ev)
-				i.finish(op, OK)
-			}
-			failed := err != nil && !isPopFailure(err)
-			if failed {
-				// The head piece's query failed (e.g. a sticky error in
-				// this context) or its context cannot be entered: fail
-				// that piece; the other contexts go on.
-				ev, op := q.pop()
-				i.releaseEvent(s, ev)
-				i.finish(op, ErrCUDA)
-			}
-			i.unlockSlot(s)
-			if failed {
-				logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
-					r.device, r.id, cudadrv.KindName(k), err)
-			} else if err != nil {
-				// The events were counted correctly; only leaving the
-				// context failed.
-				logf(LogWarn, "progress on device %d (context id %d): %v", r.device, r.id, err)
-			}
+		if i.tryClaim(s) {
+			i.poll(s)
 		}
 	}
 	i.completeFlushes()
@@ -428,6 +388,113 @@ func (i *Iface) Progress() (int, error) {
 	i.completed = 0
 	i.unlockOps()
 	return n, nil
+}
+
+// poll completes the finished pieces of slot s, which the caller claimed;
+// it gives the claim back. The slot's lock is taken twice, around the
+// driver's queries, not during them.
+func (i *Iface) poll(s int) {
+	r := &i.res[s]
+	var segs [cudadrv.NumAsyncKinds][]cudadrv.Event
+	if i.multi && !i.slots[s].TryLock() {
+		// A copy is being issued there: look again next time rather than
+		// wait for it (its issuer comes back to progress).
+		i.unclaim(s)
+		return
+	}
+	n := 0
+	if !r.dead {
+		for k := range r.queues {
+			q := &r.queues[k]
+			segs[k] = q.segment(int(i.params.MaxPoll))
+			n += len(segs[k])
+			// From here on these pieces' events are never re-recorded by a
+			// later piece of their operation (CopyReuse): the answer below
+			// must stay true until they are popped.
+			i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(segs[k])))
+		}
+	}
+	i.unlockSlot(s)
+	if n == 0 {
+		i.unclaim(s)
+		return
+	}
+	// Without the lock, the segments stay valid (only the claim's holder
+	// pops; a push writes past the queued pieces or into a new ring), and
+	// so does the incarnation (it changes only under the claim).
+	inc := i.inc(s)
+	var done [cudadrv.NumAsyncKinds]int
+	var errs [cudadrv.NumAsyncKinds]error
+	for k, seg := range segs {
+		if len(seg) == 0 {
+			continue
+		}
+		done[k], errs[k] = i.drv.QueryEvents(inc, seg)
+		if errs[k] == cudadrv.ErrContextGone {
+			i.unclaim(s)
+			i.dropGone(s, inc)
+			return
+		}
+	}
+	i.lockSlot(s)
+	for k := range r.queues {
+		q := &r.queues[k]
+		for j := 0; j < done[k]; j++ {
+			ev, op := q.pop()
+			i.releaseEvent(s, ev)
+			i.finish(op, OK)
+		}
+		if errs[k] != nil && !isPopFailure(errs[k]) {
+			// The head piece's query failed (e.g. a sticky error in this
+			// context) or its context cannot be entered: fail that piece;
+			// the other contexts go on.
+			ev, op := q.pop()
+			i.releaseEvent(s, ev)
+			i.finish(op, ErrCUDA)
+		}
+	}
+	dev, id := r.device, r.id
+	i.unlockSlot(s)
+	i.unclaim(s)
+	for k, err := range errs {
+		if err != nil && !isPopFailure(err) {
+			logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
+				dev, id, cudadrv.KindName(k), err)
+		} else if err != nil {
+			// The events were counted correctly; only leaving the context
+			// failed.
+			logf(LogWarn, "progress on device %d (context id %d): %v", dev, id, err)
+		}
+	}
+}
+
+// tryClaim, claim and unclaim own slot s's queues for popping: on a
+// multi-thread iface one thread at a time polls them, and releasing or
+// dropping the slot waits for it. Single-thread ifaces need no claim.
+func (i *Iface) tryClaim(s int) bool {
+	return !i.multi || i.res[s].polling.CompareAndSwap(false, true)
+}
+
+func (i *Iface) claim(s int) {
+	for !i.tryClaim(s) {
+		runtime.Gosched()
+	}
+}
+
+func (i *Iface) unclaim(s int) {
+	if i.multi {
+		i.res[s].polling.Store(false)
+	}
+}
+
+// dropGone drops slot s, whose incarnation inc was found ended, unless it
+// was dropped (or reused) meanwhile.
+func (i *Iface) dropGone(s int, inc cudadrv.Incarnation) {
+	i.lock()
+	defer i.unlock()
+	if !i.res[s].dead && i.inc(s) == inc {
+		i.dropSlot(s, ErrCanceled)
+	}
 }
 
 // NextReady takes the oldest completion waiting to run. The caller runs it
@@ -446,16 +513,20 @@ func (i *Iface) NextReady() (comp uintptr, st Status, ok bool) {
 	return rc.comp, rc.status, true
 }
 
-// completeFlushes makes ready the flushes whose targets are reached: a
-// queue's done counter only moves under mu, which the caller holds. A
+// completeFlushes makes ready the flushes whose targets are reached. A
 // released or dropped slot popped all of its pieces, so its targets are
 // reached too.
 func (i *Iface) completeFlushes() {
+	i.lockFlushes()
+	defer i.unlockFlushes()
 	kept := i.flushes[:0]
 	for _, f := range i.flushes {
 		done := true
 		for _, t := range f.targets {
-			if i.res[t.slot].queues[t.kind].done < t.seq {
+			i.lockSlot(t.slot)
+			reached := i.res[t.slot].queues[t.kind].done >= t.seq
+			i.unlockSlot(t.slot)
+			if !reached {
 				done = false
 				break
 			}
@@ -498,7 +569,9 @@ func (i *Iface) Flush(op string, comp uintptr) (Status, error) {
 	if len(targets) == 0 {
 		return OK, nil
 	}
+	i.lockFlushes()
 	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
+	i.unlockFlushes()
 	return InProgress, nil
 }
 
@@ -983,7 +1056,9 @@ func (i *Iface) Close() error {
 		return &Error{Status: ErrCUDA, Op: "iface_close", Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}
 	}
 	i.closed.Store(true)
+	i.lockFlushes()
 	i.flushes = nil
+	i.unlockFlushes()
 	i.lockOps()
 	i.ready, i.readyAt = nil, 0 // pending completions are dropped
 	i.unlockOps()
@@ -1055,9 +1130,11 @@ func (i *Iface) releaseSlot(s int) []error {
 	if r.dead {
 		return nil
 	}
+	i.claim(s)
+	defer i.unclaim(s)
 	slot := &i.slots[s]
 	if (r.ownsPrimary || slot.Canary != 0) && i.drv.Gone(i.inc(s)) {
-		i.dropSlot(s, ErrCanceled)
+		i.dropClaimed(s, ErrCanceled)
 		return nil
 	}
 	i.hide(s) // what a failed release leaves stays hidden, for another attempt
@@ -1084,6 +1161,7 @@ func (i *Iface) releaseSlot(s int) []error {
 			}
 		}
 	}
+	i.lockSlot(s) // flushes read the queues' counters under it
 	for k := range r.queues {
 		q := &r.queues[k]
 		for q.count > 0 {
@@ -1092,6 +1170,7 @@ func (i *Iface) releaseSlot(s int) []error {
 			i.finish(op, pieces) // its stream was synchronized
 		}
 	}
+	i.unlockSlot(s)
 	if slot.Event != 0 {
 		r.free = append(r.free, slot.Event)
 		slot.Event = 0
@@ -1127,9 +1206,17 @@ func (i *Iface) releaseSlot(s int) []error {
 // single call on it: its pieces in flight fail with st, its streams and
 // events die with the context. Under mu.
 func (i *Iface) dropSlot(s int, st Status) {
+	i.claim(s)
+	defer i.unclaim(s)
+	i.dropClaimed(s, st)
+}
+
+// dropClaimed is dropSlot with the slot claimed.
+func (i *Iface) dropClaimed(s int, st Status) {
 	r := &i.res[s]
 	i.hide(s)
 	pieces := 0
+	i.lockSlot(s) // flushes read the queues' counters under it
 	for k := range r.queues {
 		q := &r.queues[k]
 		for q.count > 0 {
@@ -1138,6 +1225,7 @@ func (i *Iface) dropSlot(s int, st Status) {
 			pieces++
 		}
 	}
+	i.unlockSlot(s)
 	logf(LogInfo, "context id %d of device %d ended (reset, or the driver deinitialized): %d piece(s) in flight canceled, its streams and events dropped without driver calls", r.id, r.device, pieces)
 	if r.ownsPrimary {
 		// Allowed after a reset: "it is safe ... to call cuDevicePrimaryCtxRelease() even after resetting".
@@ -1150,7 +1238,7 @@ func (i *Iface) dropSlot(s int, st Status) {
 
 // bury turns hidden slot s into a tombstone that addSlot reuses. Its
 // queues' counters stay, so the flushes and sequence numbers that named its
-// pieces stay settled. Under mu.
+// pieces stay settled. Under mu and the claim.
 func (i *Iface) bury(s int) {
 	r := &i.res[s]
 	i.lockSlot(s)

@@ -35,6 +35,7 @@
 
 #define MAX_THREADS 64
 #define MAX_WINDOW 256
+#define HUNG_S 10.0 /* a thread still waiting this long after its time is reported hung */
 
 enum impl { RAW, SINGLE, MULTI, NIMPL };
 static const char *const impl_names[NIMPL] = {"raw", "single", "multi"};
@@ -93,6 +94,18 @@ static void fail(struct thread *th, const char *what, cucopy_status_t st)
                 impl_names[th->impl], what, (int)st, cucopy_last_error());
 }
 
+/* Whether the thread's loop ran HUNG_S past its end: report and fail. */
+static int hung(struct thread *th, double end, long done)
+{
+    if (now_s() < end + HUNG_S)
+        return 0;
+    if (atomic_fetch_add(&failed, 1) < 5)
+        fprintf(stderr, "cucopy_mtrate: thread %d (%s, device %d): %ld issued, %ld completed, "
+                        "nothing more for %.0f s\n",
+                th->t, impl_names[th->impl], th->dev, th->issued, done, HUNG_S);
+    return 1;
+}
+
 static void comp_done(cucopy_completion_t *c)
 {
     struct comp *k = (struct comp *)c;
@@ -112,7 +125,7 @@ static void run_raw(struct thread *th)
     th->t0 = now_s();
     double end = th->t0 + opt.secs;
     int stop = 0;
-    while (!stop || done < th->issued) {
+    while ((!stop || done < th->issued) && !(stop && hung(th, end, done))) {
         while (done < th->issued) {
             cdResult r = td.cuEventQuery(ev[done % opt.window]);
             if (r == CD_ERROR_NOT_READY)
@@ -155,7 +168,8 @@ static void run_cucopy(struct thread *th)
     th->t0 = now_s();
     double end = th->t0 + opt.secs;
     int stop = 0;
-    while (!atomic_load(&failed) && (!stop || atomic_load(&th->done) < th->issued)) {
+    while (!atomic_load(&failed) && (!stop || atomic_load(&th->done) < th->issued) &&
+           !hung(th, end, atomic_load(&th->done))) {
         while (!stop && th->issued - atomic_load(&th->done) < opt.window) {
             /* Operations of one ep on one (context, direction) complete in
              * order: the ring entry is free again. */
@@ -178,7 +192,8 @@ static void run_cucopy(struct thread *th)
         stop = stop || now_s() > end;
     }
     th->t1 = now_s();
-    while (atomic_load(&th->done) < th->issued && !atomic_load(&failed))
+    while (atomic_load(&th->done) < th->issued && !atomic_load(&failed) &&
+           !hung(th, end, atomic_load(&th->done)))
         cucopy_iface_progress(th->iface);
     if ((st = cucopy_ep_destroy(ep)) != CUCOPY_OK)
         fail(th, "cucopy_ep_destroy", st);
