@@ -350,8 +350,12 @@ func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 		if err != nil {
 			return fail(err)
 		}
-		// Completions run one at a time, outside the iface lock: a callback
-		// may call back into the library.
+		// Completions run one at a time, in order, outside the iface's
+		// locks: a callback may call back into the library.
+		if !iface.TakeCallbacks() {
+			return C.int(n)
+		}
+		defer iface.DoneCallbacks()
 		for {
 			comp, st, ok := iface.NextReady()
 			if !ok {

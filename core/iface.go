@@ -56,6 +56,7 @@ type Iface struct {
 	mu      sync.Mutex
 	flushMu sync.Mutex // flushes
 	opsMu   sync.Mutex
+	cbMu    sync.Mutex // held by the thread running completions (TakeCallbacks)
 
 	// slots is what the copy hot path reads, by slot index; res is the rest
 	// of each context's state, same index. Both have a fixed capacity and
@@ -497,8 +498,24 @@ func (i *Iface) dropGone(s int, inc cudadrv.Incarnation) {
 	}
 }
 
+// TakeCallbacks says whether the caller may run completions now (NextReady
+// until it has none, then DoneCallbacks): on a multi-thread iface one
+// thread at a time does, so that they run one at a time and in the order
+// the operations completed. A thread that finds another one running them
+// (or its own callback calling progress again) leaves them to it.
+func (i *Iface) TakeCallbacks() bool {
+	return !i.multi || i.cbMu.TryLock()
+}
+
+// DoneCallbacks ends TakeCallbacks.
+func (i *Iface) DoneCallbacks() {
+	if i.multi {
+		i.cbMu.Unlock()
+	}
+}
+
 // NextReady takes the oldest completion waiting to run. The caller runs it
-// outside the iface lock, so a completion callback may call back in.
+// outside the iface's locks, so a completion callback may call back in.
 func (i *Iface) NextReady() (comp uintptr, st Status, ok bool) {
 	i.lockOps()
 	defer i.unlockOps()

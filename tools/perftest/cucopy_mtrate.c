@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cucopy.h"
 #include "testdrv.h"
@@ -68,6 +69,7 @@ struct thread {
     cdDevicePtr devbuf;
     long issued;
     atomic_long done;
+    atomic_int in; /* the cucopy call the thread is in (a watchdog's clue) */
     double t0, t1;
     struct comp comps[MAX_WINDOW];
 };
@@ -175,7 +177,9 @@ static void run_cucopy(struct thread *th)
              * order: the ring entry is free again. */
             struct comp *k = &th->comps[th->issued % opt.window];
             k->c.count = 1;
+            atomic_store_explicit(&th->in, 1, memory_order_relaxed);
             st = cucopy_ep_put_zcopy(ep, &iov, 1, th->devbuf, &k->c);
+            atomic_store_explicit(&th->in, 0, memory_order_relaxed);
             if (st == CUCOPY_OK)
                 atomic_fetch_add(&th->done, 1);
             else if (st != CUCOPY_INPROGRESS) {
@@ -184,7 +188,9 @@ static void run_cucopy(struct thread *th)
             }
             th->issued++;
         }
+        atomic_store_explicit(&th->in, 2, memory_order_relaxed);
         int n = cucopy_iface_progress(th->iface);
+        atomic_store_explicit(&th->in, 0, memory_order_relaxed);
         if (n < 0) {
             fail(th, "cucopy_iface_progress", n);
             break;
@@ -234,8 +240,22 @@ static double measure(enum impl impl, int n, struct thread *ths)
     }
     double t0 = 1e300, t1 = 0;
     long ops = 0;
+    double limit = now_s() + opt.secs + 2 * HUNG_S;
     for (int t = 0; t < n; t++) {
-        pthread_join(ths[t].id, NULL);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(limit - now_s()) + 1;
+        if (pthread_timedjoin_np(ths[t].id, NULL, &ts) != 0) {
+            static const char *const in[] = {"no call", "put_zcopy", "progress"};
+            fprintf(stderr, "cucopy_mtrate: %s with %d threads: thread %d never finished\n",
+                    impl_names[impl], n, t);
+            for (int u = 0; u < n; u++)
+                fprintf(stderr, "  thread %d (device %d): %ld issued, %ld completed, in %s\n", u,
+                        ths[u].dev, ths[u].issued, atomic_load(&ths[u].done),
+                        in[atomic_load(&ths[u].in)]);
+            fflush(stderr);
+            _exit(2);
+        }
         t0 = ths[t].t0 < t0 ? ths[t].t0 : t0;
         t1 = ths[t].t1 > t1 ? ths[t].t1 : t1;
         ops += atomic_load(&ths[t].done);
