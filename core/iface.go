@@ -49,10 +49,10 @@ type IfaceParams struct {
 // completions. Lock order: mu, a slot's claim, flushMu, a slot's lock,
 // opsMu. Single-thread ifaces take none of these locks.
 type Iface struct {
-	ctx    *Context
-	drv    cudadrv.Interface
-	params IfaceParams
-	multi  bool
+	ctx     *Context
+	drv     cudadrv.Interface
+	params  IfaceParams
+	multi   bool
 	mu      sync.Mutex
 	flushMu sync.Mutex // flushes
 	opsMu   sync.Mutex
