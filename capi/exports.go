@@ -240,7 +240,7 @@ func cucopyGoDeviceCount(h C.uint64_t, count *C.int) C.int {
 // ifaceParams applies the caller's params over the context's configuration.
 func ifaceParams(cfg core.Config, params *C.cucopy_iface_params_t) (core.IfaceParams, error) {
 	const op = "iface_open"
-	p := core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: cfg.MaxPoll, MaxEvents: cfg.MaxEvents}
+	p := core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: cfg.MaxPoll, MaxEvents: cfg.MaxEvents, Lanes: cfg.Lanes}
 	if params == nil {
 		return p, nil
 	}

@@ -14,6 +14,7 @@ type Config struct {
 	DriverPath string   // CUCOPY_CUDA_DRIVER, default "libcuda.so.1"
 	MaxPoll    uint32   // CUCOPY_MAX_POLL, default 16
 	MaxEvents  uint32   // CUCOPY_MAX_EVENTS, default 4096 (per CUDA context)
+	Lanes      uint32   // CUCOPY_LANES, default 4: streams per context and direction on multi-thread ifaces
 	LogLevel   LogLevel // CUCOPY_LOG_LEVEL, default warn
 	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
 }
@@ -23,6 +24,8 @@ const (
 	DefaultDriverPath = "libcuda.so.1"
 	DefaultMaxPoll    = 16
 	DefaultMaxEvents  = 4096
+	DefaultLanes      = 4
+	MaxLanes          = 16
 	MaxIOV            = 64
 	maxEventsLimit    = 1 << 20
 	maxPollLimit      = 1 << 16
@@ -35,6 +38,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		DriverPath: DefaultDriverPath,
 		MaxPoll:    DefaultMaxPoll,
 		MaxEvents:  DefaultMaxEvents,
+		Lanes:      DefaultLanes,
 		LogLevel:   LogWarn,
 	}
 	if v := getenv("CUCOPY_CUDA_DRIVER"); v != "" {
@@ -45,6 +49,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return cfg, err
 	}
 	if cfg.MaxEvents, err = parseCount(getenv, "CUCOPY_MAX_EVENTS", DefaultMaxEvents, maxEventsLimit); err != nil {
+		return cfg, err
+	}
+	if cfg.Lanes, err = parseCount(getenv, "CUCOPY_LANES", DefaultLanes, MaxLanes); err != nil {
 		return cfg, err
 	}
 	if v := getenv("CUCOPY_LOG_LEVEL"); v != "" {

@@ -26,7 +26,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := core.LoadConfig(env())
 	require.NoError(t, err)
 	assert.Equal(t, core.Config{
-		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, LogLevel: core.LogWarn, Stats: false,
+		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 4, LogLevel: core.LogWarn, Stats: false,
 	}, cfg)
 }
 
@@ -41,6 +41,8 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_MAX_POLL", " 32 ", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(32), c.MaxPoll) }},
 		{"CUCOPY_MAX_EVENTS", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(1), c.MaxEvents) }},
 		{"CUCOPY_MAX_EVENTS", "1048576", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(1<<20), c.MaxEvents) }},
+		{"CUCOPY_LANES", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(1), c.Lanes) }},
+		{"CUCOPY_LANES", "16", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(16), c.Lanes) }},
 		{"CUCOPY_LOG_LEVEL", "error", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogError, c.LogLevel) }},
 		{"CUCOPY_LOG_LEVEL", "WARN", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogWarn, c.LogLevel) }},
 		{"CUCOPY_LOG_LEVEL", "Info", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogInfo, c.LogLevel) }},
@@ -70,6 +72,8 @@ func TestLoadConfigValid(t *testing.T) {
 
 func TestLoadConfigInvalid(t *testing.T) {
 	cases := []struct{ name, value string }{
+		{"CUCOPY_LANES", "0"},
+		{"CUCOPY_LANES", "17"},
 		{"CUCOPY_MAX_POLL", "0"},
 		{"CUCOPY_MAX_POLL", "65537"},
 		{"CUCOPY_MAX_POLL", "-1"},

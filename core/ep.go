@@ -14,9 +14,10 @@ type IOV struct {
 	Length uint64
 }
 
-// Ep issues copies on its iface.
+// Ep issues copies on its iface, in its lane.
 type Ep struct {
 	iface *Iface
+	lane  int32
 }
 
 // NewEp creates an endpoint.
@@ -26,7 +27,9 @@ func (i *Iface) NewEp() (*Ep, error) {
 	if i.closed.Load() {
 		return nil, errorf(ErrHandle, "ep_create", "iface is closed")
 	}
-	return &Ep{iface: i}, nil
+	e := &Ep{iface: i, lane: int32(i.nextLane % i.params.Lanes)}
+	i.nextLane++
+	return e, nil
 }
 
 // Closed says whether the iface is closed.
@@ -74,7 +77,7 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 		return errorf(ErrHandle, op, "iface is closed")
 	}
 	c := i.copyOp()
-	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync}
+	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
 	_, err := i.issue(op, c, -1)
 	i.putCopyOp(c)
@@ -125,7 +128,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		if v.Length == 0 {
 			continue
 		}
-		*c = cudadrv.CopyOp{Len: v.Length}
+		*c = cudadrv.CopyOp{Len: v.Length, Lane: e.lane}
 		c.Dst, c.Src = endpoints(put, uint64(v.Buffer), remote+off)
 		if n > 0 {
 			// Consecutive pieces on one stream share one event, so an

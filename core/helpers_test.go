@@ -26,7 +26,7 @@ type rig struct {
 }
 
 func defaultParams() core.IfaceParams {
-	return core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: core.DefaultMaxPoll, MaxEvents: core.DefaultMaxEvents}
+	return core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: core.DefaultMaxPoll, MaxEvents: core.DefaultMaxEvents, Lanes: 1}
 }
 
 func newRig(t *testing.T, devices int, edit ...func(*core.IfaceParams)) *rig {

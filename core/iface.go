@@ -30,6 +30,10 @@ type IfaceParams struct {
 	ThreadMode ThreadMode
 	MaxPoll    uint32
 	MaxEvents  uint32
+	// Lanes: on multi-thread ifaces, endpoints are dealt round robin to this
+	// many lanes, each with its own streams and events in every context
+	// (0 means 1). Single-thread ifaces have one lane.
+	Lanes uint32
 }
 
 // Iface owns, per CUDA context it has seen, a stream per direction kind, a
@@ -78,8 +82,9 @@ type Iface struct {
 	scratch cudadrv.CopyOp // single-thread: the copy being issued, so no allocation per copy
 	copyOps sync.Pool      // multi-thread: *cudadrv.CopyOp, one per copy being issued
 
-	fd     int // eventfd, -1 until first needed
-	closed atomic.Bool
+	fd       int // eventfd, -1 until first needed
+	closed   atomic.Bool
+	nextLane uint32 // the lane of the next endpoint; under mu
 
 	cpuOps, cpuBytes atomic.Uint64
 	statsPrinted     bool
@@ -158,6 +163,12 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	if err := CheckLimit("max_events", p.MaxEvents); err != nil {
 		return nil, &Error{Status: ErrInvalid, Op: "iface_open", Msg: err.Error()}
+	}
+	if p.Lanes > MaxLanes {
+		return nil, errorf(ErrInvalid, "iface_open", "%d lanes: at most %d", p.Lanes, MaxLanes)
+	}
+	if p.Lanes == 0 || p.ThreadMode == ThreadSingle {
+		p.Lanes = 1
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -687,21 +698,21 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 	return OK, nil
 }
 
-// findSlot is the slot of context (id, ctx), -1 if none; under mu.
-func (i *Iface) findSlot(id uint64, ctx cudadrv.Context) int {
+// findSlot is the slot of context (id, ctx)'s lane, -1 if none; under mu.
+func (i *Iface) findSlot(id uint64, ctx cudadrv.Context, lane int32) int {
 	for s := range int(i.nslots.Load()) {
-		if sid, sctx := i.slots[s].Identity(); sid == id && sctx == ctx {
+		if sid, sctx, slane := i.slots[s].Identity(); sid == id && sctx == ctx && slane == lane {
 			return s
 		}
 	}
 	return -1
 }
 
-// addSlot makes a slot for a context seen for the first time; under mu.
-// When ctx is its device's primary context, a retain is held so that the
-// program releasing its own retain cannot destroy the context under our
+// addSlot makes a slot for a context's lane seen for the first time; under
+// mu. When ctx is its device's primary context, a retain is held so that
+// the program releasing its own retain cannot destroy the context under our
 // resources.
-func (i *Iface) addSlot(op string, ctx cudadrv.Context, id uint64) (int, error) {
+func (i *Iface) addSlot(op string, ctx cudadrv.Context, id uint64, lane int32) (int, error) {
 	s := int(i.nslots.Load())
 	for t := range s {
 		if i.res[t].dead {
@@ -710,7 +721,7 @@ func (i *Iface) addSlot(op string, ctx cudadrv.Context, id uint64) (int, error) 
 		}
 	}
 	if s == len(i.slots) {
-		return -1, errorf(ErrNoResource, op, "the iface already holds resources in %d CUDA contexts; release some (cucopy_iface_release_context)", len(i.slots))
+		return -1, errorf(ErrNoResource, op, "the iface already holds resources in %d CUDA contexts (lanes counted apart); release some (cucopy_iface_release_context)", len(i.slots))
 	}
 	dev, err := i.drv.ContextDevice(ctx)
 	if err != nil {
@@ -738,12 +749,12 @@ func (i *Iface) addSlot(op string, ctx cudadrv.Context, id uint64) (int, error) 
 	r.ctx, r.id, r.device, r.ownsPrimary, r.dead = ctx, id, dev, owns, false
 	slot := &i.slots[s]
 	slot.Device, slot.Canary, slot.CanaryID = int32(dev), canary, canaryID
-	slot.SetIdentity(id, ctx)
+	slot.SetIdentity(id, ctx, lane)
 	i.unlockSlot(s)
 	if s == int(i.nslots.Load()) {
 		i.nslots.Store(int32(s + 1))
 	}
-	logf(LogDebug, "new context: device %d, context id %d, slot %d", dev, id, s)
+	logf(LogDebug, "new context: device %d, context id %d, lane %d, slot %d", dev, id, lane, s)
 	return s, nil
 }
 
@@ -885,16 +896,16 @@ func (i *Iface) prepare(op string, st cudadrv.CopyStatus, c *cudadrv.CopyOp) err
 	}
 	switch st {
 	case cudadrv.CopyNeedSlot:
-		if i.findSlot(c.CtxID, c.Ctx) >= 0 {
+		if i.findSlot(c.CtxID, c.Ctx, c.Lane) >= 0 {
 			return nil
 		}
-		_, err := i.addSlot(op, c.Ctx, c.CtxID)
+		_, err := i.addSlot(op, c.Ctx, c.CtxID, c.Lane)
 		return err
 	case cudadrv.CopyNeedPrimary:
 		return i.needPrimary(op, c)
 	}
 	s := int(c.Slot)
-	if id, ctx := i.slots[s].Identity(); id != c.CtxID || ctx != c.Ctx {
+	if id, ctx, lane := i.slots[s].Identity(); id != c.CtxID || ctx != c.Ctx || lane != c.Lane {
 		return nil // the slot was released or reused meanwhile: look again
 	}
 	r := &i.res[s]
@@ -1024,7 +1035,7 @@ func (i *Iface) waitQueued(issued []pieceRef) {
 	defer i.unlock()
 	for _, p := range issued {
 		r := &i.res[p.slot]
-		if id, ctx := i.slots[p.slot].Identity(); id != p.id || ctx != r.ctx {
+		if id, ctx, _ := i.slots[p.slot].Identity(); id != p.id || ctx != r.ctx {
 			continue
 		}
 		if err := i.drv.StreamSynchronize(r.ctx, i.slots[p.slot].Stream[p.kind]); err != nil {
@@ -1127,7 +1138,7 @@ func (i *Iface) hide(s int) {
 	r := &i.res[s]
 	slot := &i.slots[s]
 	i.lockSlot(s)
-	slot.SetIdentity(0, 0)
+	slot.SetIdentity(0, 0, 0)
 	for k := range r.queues {
 		slot.Queried[k] = r.queues[k].issued
 	}
@@ -1304,7 +1315,11 @@ func (i *Iface) printStats() {
 		if r.dead {
 			continue
 		}
-		fmt.Fprintf(&b, "  device %d context id %d: events %d", r.device, r.id, r.events)
+		fmt.Fprintf(&b, "  device %d context id %d", r.device, r.id)
+		if i.params.Lanes > 1 {
+			fmt.Fprintf(&b, " lane %d", i.slots[s].Lane)
+		}
+		fmt.Fprintf(&b, ": events %d", r.events)
 		for k := 0; k < cudadrv.NumKinds; k++ {
 			if n := r.ops[k].Load(); n > 0 {
 				fmt.Fprintf(&b, ", %s %d ops %d bytes", cudadrv.KindName(k), n, r.bytes[k].Load())

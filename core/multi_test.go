@@ -25,6 +25,7 @@ func TestMultiThread(t *testing.T) {
 	)
 	r := newRig(t, 3, func(p *core.IfaceParams) {
 		p.ThreadMode = core.ThreadMulti
+		p.Lanes = core.DefaultLanes
 		p.MaxEvents = 8 // hit back-pressure
 	})
 	type buf struct{ host, dev uint64 }
@@ -131,7 +132,7 @@ func TestMultiThread(t *testing.T) {
 	st, err := r.ifc.Flush("iface_flush", 1)
 	require.NoError(t, err)
 	assert.Equal(t, core.OK, st)
-	assert.LessOrEqual(t, r.drv.LiveEvents(), 3*8, "event cap per context")
+	assert.LessOrEqual(t, r.drv.LiveEvents(), 3*core.DefaultLanes*8, "event cap per context and lane")
 }
 
 // A multi-thread iface issues without its lock, so progress can run between
@@ -190,6 +191,7 @@ func TestMultiReleaseWhileCopying(t *testing.T) {
 	)
 	r := newRig(t, 2, func(p *core.IfaceParams) {
 		p.ThreadMode = core.ThreadMulti
+		p.Lanes = 2
 		p.MaxEvents = 16
 	})
 	type buf struct{ host, dev, back uint64 }
@@ -338,4 +340,45 @@ func TestMultiReleaseWhileCopying(t *testing.T) {
 	r.close()
 	assert.Zero(t, r.drv.LiveStreams())
 	assert.Zero(t, r.drv.LiveEvents())
+}
+
+// Endpoints of a multi-thread iface are dealt round robin to its lanes:
+// two endpoints copying to one context use two streams (and a third shares
+// the first one's), so threads with their own endpoints do not queue on one
+// stream. Each lane's pieces complete in order. A single-thread iface has
+// one lane.
+func TestMultiLanes(t *testing.T) {
+	for _, mode := range []core.ThreadMode{core.ThreadSingle, core.ThreadMulti} {
+		r := newRig(t, 1, func(p *core.IfaceParams) {
+			p.ThreadMode = mode
+			p.Lanes = 2
+		})
+		host, dev := r.drv.Pageable(64), r.drv.AllocDevice(0, 64)
+		eps := []*core.Ep{r.ep}
+		for k := 0; k < 2; k++ {
+			ep, err := r.ifc.NewEp()
+			require.NoError(t, err)
+			eps = append(eps, ep)
+		}
+		for k, ep := range eps {
+			st, err := ep.Zcopy(true, []core.IOV{{uintptr(host), 64}}, dev, uintptr(k+1))
+			require.NoError(t, err)
+			require.Equal(t, core.InProgress, st)
+		}
+		want := map[core.ThreadMode]int{core.ThreadSingle: 1, core.ThreadMulti: 2}[mode]
+		assert.Equal(t, want, r.drv.LiveStreams(), "h2d streams, mode %d", mode)
+		r.drv.Run()
+		_, got := r.progress()
+		assert.ElementsMatch(t, []done{{1, core.OK}, {2, core.OK}, {3, core.OK}}, got)
+		// release_context takes every lane of the context.
+		require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(r.drv.Primary(0))))
+		assert.Zero(t, r.drv.LiveStreams())
+	}
+}
+
+// More lanes than the limit is refused.
+func TestLanesLimit(t *testing.T) {
+	r := newRig(t, 1)
+	_, err := r.ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadMulti, MaxPoll: 1, MaxEvents: 1, Lanes: core.MaxLanes + 1})
+	errStatus(t, core.ErrInvalid, err)
 }

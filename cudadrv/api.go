@@ -73,6 +73,10 @@ type Slot struct {
 	NPeers   int32
 	lock     int32 // see Lock
 	users    int32 // short copies running on the slot's streams without the lock
+	// Lane: multi-thread ifaces keep one slot per (context, lane), and an
+	// endpoint's copies use its lane (CopyOp.Lane). Set with SetIdentity.
+	Lane int32
+	_    int32
 	// Queried[k]: the entries of the context's queue k, by sequence number
 	// from 1, that progress has queried: a piece never re-records their
 	// events (CopyReuse), since progress may pop them.
@@ -94,15 +98,17 @@ func (s *Slot) TryLock() bool { return atomic.CompareAndSwapInt32(&s.lock, 0, 1)
 // Unlock releases the slot's lock word.
 func (s *Slot) Unlock() { atomic.StoreInt32(&s.lock, 0) }
 
-// Identity is the context the slot belongs to (0, 0 for none), read as a
-// lock-free lookup does.
-func (s *Slot) Identity() (uint64, Context) {
-	return atomic.LoadUint64(&s.CtxID), Context(atomic.LoadUintptr((*uintptr)(&s.Ctx)))
+// Identity is the context and lane the slot belongs to (context 0, 0 for
+// none), read as a lock-free lookup does.
+func (s *Slot) Identity() (uint64, Context, int32) {
+	return atomic.LoadUint64(&s.CtxID), Context(atomic.LoadUintptr((*uintptr)(&s.Ctx))), atomic.LoadInt32(&s.Lane)
 }
 
-// SetIdentity gives the slot to a context, or with (0, 0) hides it from
-// every lookup. On multi-thread ifaces the caller holds the slot's lock.
-func (s *Slot) SetIdentity(id uint64, ctx Context) {
+// SetIdentity gives the slot to a context's lane, or with (0, 0, 0) hides
+// it from every lookup. On multi-thread ifaces the caller holds the slot's
+// lock.
+func (s *Slot) SetIdentity(id uint64, ctx Context, lane int32) {
+	atomic.StoreInt32(&s.Lane, lane)
 	atomic.StoreUint64(&s.CtxID, id)
 	atomic.StoreUintptr((*uintptr)(&s.Ctx), uintptr(ctx))
 }
@@ -153,7 +159,7 @@ type CopyStatus int32
 const (
 	CopyDone        CopyStatus = 0  // finished: a CPU copy or a synchronized short copy
 	CopyQueued      CopyStatus = 1  // issued on op.Slot, op.Kind; op.Event recorded after it
-	CopyNeedSlot    CopyStatus = 2  // context op.Ctx (op.CtxID) has no slot
+	CopyNeedSlot    CopyStatus = 2  // context op.Ctx (op.CtxID) has no slot for op.Lane
 	CopyNeedStream  CopyStatus = 3  // slot op.Slot lacks the stream of op.Kind
 	CopyNeedEvent   CopyStatus = 4  // slot op.Slot has no free event
 	CopyNeedPrimary CopyStatus = 5  // memory without an owning context on device op.Device (-1 unknown)
@@ -180,6 +186,8 @@ type CopyOp struct {
 	ReuseKind     int32
 	ReuseEvent    Event
 	ReuseSeq      uint64 // the previous piece's queue entry, by sequence number
+	Lane          int32  // the endpoint's lane (Slot.Lane)
+	_             int32
 	Slot          int32
 	Kind          int32
 	Device        int32

@@ -103,11 +103,13 @@ static int cd_crosses_end(const cd_mem *m, uint64_t ptr, uint64_t len)
 /* The lookup takes no lock: Go may be filling or emptying a slot meanwhile
  * (multi-thread ifaces), so a match is only a candidate until it is checked
  * again under the slot's lock. */
-static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintptr_t ctx)
+static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintptr_t ctx,
+                        int32_t lane)
 {
     for (int32_t i = 0; i < nslots; i++)
         if (__atomic_load_n(&slots[i].ctx, __ATOMIC_RELAXED) == ctx &&
-            __atomic_load_n(&slots[i].ctx_id, __ATOMIC_RELAXED) == id)
+            __atomic_load_n(&slots[i].ctx_id, __ATOMIC_RELAXED) == id &&
+            __atomic_load_n(&slots[i].lane, __ATOMIC_RELAXED) == lane)
             return i;
     return -1;
 }
@@ -311,7 +313,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
         }
         CD_CALL(&op->err, CD_IDX_cuCtxGetId, r);
     }
-    int s = cd_find_slot(slots, nslots, id, ctx);
+    int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
     op->ctx = ctx;
     op->ctx_id = id;
     op->kind = (op->flags & CD_COPY_SYNC) ? CD_KIND_SHORT : kind;
@@ -324,7 +326,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     int locked = (op->flags & CD_COPY_LOCK) != 0;
     if (locked) {
         cd_slot_lock(slot);
-        if (slot->ctx_id != id || slot->ctx != ctx) { /* emptied meanwhile */
+        if (slot->ctx_id != id || slot->ctx != ctx || slot->lane != op->lane) { /* emptied meanwhile */
             cd_slot_unlock(slot);
             op->slot = -1;
             op->device = -1;

@@ -87,6 +87,10 @@ typedef struct cd_slot {
      * the match again under it. */
     int32_t lock;
     int32_t users;
+    /* Multi-thread ifaces: one slot per (context, lane); an endpoint's
+     * copies use its lane, so endpoints on other threads use other streams. */
+    int32_t lane;
+    int32_t pad;
     /* Per async kind: the queue entries (by sequence number, from 1) that
      * progress has queried; their events are never re-recorded. */
     uint64_t queried[CD_NUM_ASYNC_KINDS];
@@ -112,7 +116,7 @@ enum {
 enum {
     CD_COPY_DONE = 0,         /* finished (a CPU copy, or a synchronized short copy) */
     CD_COPY_QUEUED = 1,       /* issued on slot `slot`, stream `kind`; its event recorded */
-    CD_COPY_NEED_SLOT = 2,    /* the context (ctx, ctx_id, device) has no slot yet */
+    CD_COPY_NEED_SLOT = 2,    /* the context (ctx, ctx_id) has no slot for `lane` yet */
     CD_COPY_NEED_STREAM = 3,  /* slot `slot` lacks the stream of `kind` */
     CD_COPY_NEED_EVENT = 4,   /* slot `slot` has no free event */
     CD_COPY_NEED_PRIMARY = 5, /* memory without owning context on device `device` (-1: unknown) */
@@ -135,6 +139,8 @@ typedef struct cd_copy_op {
     int32_t reuse_kind;
     uintptr_t reuse_event;
     uint64_t reuse_seq; /* the previous piece's queue entry (its sequence number) */
+    int32_t lane;       /* the endpoint's lane: the slot is (context, lane) */
+    int32_t pad;
     /* out */
     int32_t slot;
     int32_t kind;

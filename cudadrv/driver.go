@@ -59,6 +59,10 @@ var (
 	_ [unsafe.Offsetof(C.cd_copy_op{}.reuse_seq) - unsafe.Offsetof(CopyOp{}.ReuseSeq)]struct{}
 	_ [unsafe.Offsetof(CopyOp{}.SeenPrimary) - unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]struct{}
 	_ [unsafe.Offsetof(C.cd_copy_op{}.seen_primary) - unsafe.Offsetof(CopyOp{}.SeenPrimary)]struct{}
+	_ [unsafe.Offsetof(Slot{}.Lane) - unsafe.Offsetof(C.cd_slot{}.lane)]struct{}
+	_ [unsafe.Offsetof(C.cd_slot{}.lane) - unsafe.Offsetof(Slot{}.Lane)]struct{}
+	_ [unsafe.Offsetof(CopyOp{}.Lane) - unsafe.Offsetof(C.cd_copy_op{}.lane)]struct{}
+	_ [unsafe.Offsetof(C.cd_copy_op{}.lane) - unsafe.Offsetof(CopyOp{}.Lane)]struct{}
 	_ [CopyStale - C.CD_COPY_STALE]struct{}
 	_ [C.CD_COPY_STALE - CopyStale]struct{}
 	_ [unsafe.Sizeof(Incarnation{}) - C.sizeof_cd_inc]struct{}

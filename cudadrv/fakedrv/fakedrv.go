@@ -842,7 +842,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	s := -1
 	for i := range slots {
-		if sid, sctx := slots[i].Identity(); sid == id && sctx == ctx {
+		if sid, sctx, lane := slots[i].Identity(); sid == id && sctx == ctx && lane == op.Lane {
 			s = i
 			break
 		}
@@ -864,7 +864,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		d.mu.Unlock()
 		slot.Lock()
 		d.mu.Lock()
-		if sid, sctx := slot.Identity(); sid != id || sctx != ctx { // emptied meanwhile
+		if sid, sctx, lane := slot.Identity(); sid != id || sctx != ctx || lane != op.Lane { // emptied meanwhile
 			slot.Unlock()
 			op.Slot, op.Device = -1, -1
 			return cudadrv.CopyNeedSlot

@@ -96,6 +96,7 @@ func configVars(cfg core.Config, getenv func(string) string) []ConfigVar {
 		{"CUCOPY_CUDA_DRIVER", cfg.DriverPath, ""},
 		{"CUCOPY_MAX_POLL", fmt.Sprint(cfg.MaxPoll), ""},
 		{"CUCOPY_MAX_EVENTS", fmt.Sprint(cfg.MaxEvents), ""},
+		{"CUCOPY_LANES", fmt.Sprint(cfg.Lanes), ""},
 		{"CUCOPY_LOG_LEVEL", cfg.LogLevel.String(), ""},
 		{"CUCOPY_STATS", fmt.Sprint(cfg.Stats), ""},
 	}
