@@ -339,6 +339,9 @@ func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
 	})
 }
 
+// complete runs one completion's callback (cucopy_complete, in C).
+func complete(comp uintptr, st core.Status) { C.cucopy_complete(C.uintptr_t(comp), C.int(st)) }
+
 //export cucopyGoIfaceProgress
 func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 	return call(ifaces, h, "iface_progress", func(iface *core.Iface) C.int {
@@ -352,17 +355,8 @@ func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 		}
 		// Completions run one at a time, in order, outside the iface's
 		// locks: a callback may call back into the library.
-		if !iface.TakeCallbacks() {
-			return C.int(n)
-		}
-		defer iface.DoneCallbacks()
-		for {
-			comp, st, ok := iface.NextReady()
-			if !ok {
-				return C.int(n)
-			}
-			C.cucopy_complete(C.uintptr_t(comp), C.int(st))
-		}
+		iface.RunCallbacks(complete)
+		return C.int(n)
 	})
 }
 

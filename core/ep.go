@@ -79,7 +79,7 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 	c := i.copyOp()
 	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
-	_, err := i.issue(op, c, -1)
+	_, err := i.issue(op, c, nil)
 	i.putCopyOp(c)
 	return err
 }
@@ -117,9 +117,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
-	i.lockOps()
-	idx := i.newOp(comp)
-	i.unlockOps()
+	zop := i.newOp(comp)
 	c := i.copyOp()
 	var issued [MaxIOV]pieceRef
 	n := int32(0)
@@ -139,14 +137,12 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 			c.Flags = cudadrv.CopyReuse
 			c.ReuseSlot, c.ReuseKind, c.ReuseEvent, c.ReuseSeq = last.slot, last.kind, last.event, last.seq
 		}
-		st, err := i.issue(op, c, idx)
+		st, err := i.issue(op, c, zop)
 		if err != nil {
 			i.putCopyOp(c)
 			i.waitQueued(issued[:n])
-			i.lockOps()
-			i.ops[idx].abandoned = true
-			i.issued(idx, n)
-			i.unlockOps()
+			zop.abandoned = true
+			i.issued(zop, n)
 			return StatusOf(err), err
 		}
 		if st == cudadrv.CopyQueued {
@@ -156,9 +152,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		off += v.Length
 	}
 	i.putCopyOp(c)
-	i.lockOps()
-	i.issued(idx, n)
-	i.unlockOps()
+	i.issued(zop, n)
 	if n == 0 {
 		return OK, nil // CPU copies only: done
 	}

@@ -75,13 +75,8 @@ func (r *rig) progress() (int, []done) {
 
 func (r *rig) ready() []done {
 	var out []done
-	for {
-		comp, st, ok := r.ifc.NextReady()
-		if !ok {
-			return out
-		}
-		out = append(out, done{comp, st})
-	}
+	r.ifc.RunCallbacks(func(comp uintptr, st core.Status) { out = append(out, done{comp, st}) })
+	return out
 }
 
 // zcopy issues one zcopy and checks that status and error agree.

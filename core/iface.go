@@ -49,9 +49,11 @@ type IfaceParams struct {
 // thread at a time pops them; others skip them) and takes no iface-wide
 // lock either. mu is the cold lock: it serializes changes to the slot
 // table, the resource creation a copy asks for, flush, arm, release and
-// close. flushMu guards the flush list; opsMu the operation table and the
-// completions. Lock order: mu, a slot's claim, flushMu, a slot's lock,
-// opsMu. Single-thread ifaces take none of these locks.
+// close. flushMu guards the flush list and readyMu the completions ready to
+// run; operations are counted down with atomics (opState), and cbMu lets one
+// thread at a time run completions. Lock order: mu, a slot's claim,
+// flushMu, a slot's lock, readyMu. Single-thread ifaces take none of these
+// locks.
 type Iface struct {
 	ctx     *Context
 	drv     cudadrv.Interface
@@ -59,8 +61,8 @@ type Iface struct {
 	multi   bool
 	mu      sync.Mutex
 	flushMu sync.Mutex // flushes
-	opsMu   sync.Mutex
-	cbMu    sync.Mutex // held by the thread running completions (TakeCallbacks)
+	readyMu sync.Mutex // ready
+	cbMu    sync.Mutex // held by the thread running completions (RunCallbacks)
 
 	// slots is what the copy hot path reads, by slot index; res is the rest
 	// of each context's state, same index. Both have a fixed capacity and
@@ -70,14 +72,15 @@ type Iface struct {
 	nslots  atomic.Int32
 	primary []cudadrv.Context // per device: a primary context we retained, or 0 (cudadrv.StorePrimary)
 
-	// Under opsMu.
-	ops       []opState // operations with pieces in flight
-	freeOps   []int32
-	completed int         // operations whose last piece finished since the last Progress
-	ready     []readyComp // completions to run, oldest first
-	readyAt   int
-
-	flushes []flushReq // under flushMu
+	freeOps   []*opState   // single-thread: finished operations, for reuse
+	opPool    sync.Pool    // multi-thread: the same
+	completed atomic.Int64 // operations whose last piece finished since the last Progress
+	ready     []readyComp  // completions to run, oldest first; under readyMu
+	nready    atomic.Int64 // completions made ready and not yet run
+	batch     []readyComp  // what RunCallbacks is running; the cbMu holder's
+	cbRunning bool         // single-thread: RunCallbacks is running (a callback called progress)
+	flushes   []flushReq   // under flushMu
+	nflushes  atomic.Int32 // len(flushes)
 
 	scratch cudadrv.CopyOp // single-thread: the copy being issued, so no allocation per copy
 	copyOps sync.Pool      // multi-thread: *cudadrv.CopyOp, one per copy being issued
@@ -114,29 +117,31 @@ type ctxResources struct {
 }
 
 // eventQueue is a FIFO of zcopy pieces on one stream, each with its event.
-// events and opIdx are rings of the same capacity. A piece's sequence
+// events and ops are rings of the same capacity. A piece's sequence
 // number is issued after its push; the counters never go back, not even
 // when the slot is reused, so an old sequence number never names a new
 // piece.
 type eventQueue struct {
 	events       []cudadrv.Event
-	opIdx        []int32
+	ops          []*opState
 	head, count  int
 	issued, done uint64 // pieces pushed and popped so far
 }
 
-// opState is one zcopy operation: its completion and how many of its
-// pieces are in flight. While the zcopy call is still issuing, pending
-// counts only the pieces already finished (negatively): the call adds the
-// pieces it queued when it is done, so the operation cannot complete under
-// it.
+// opState is one zcopy operation: its completion, its first error, and how
+// many of its pieces are in flight, plus issuingGuard while the zcopy call
+// is still issuing: pieces that finish meanwhile count down, and the call
+// adds the pieces it queued minus the guard when it is done, so the
+// operation completes exactly once, in whichever thread brings pending to
+// 0, and never under its issuer. No lock: the queues hold *opState.
 type opState struct {
 	comp      uintptr
-	pending   int32
-	status    Status
-	issuing   bool
-	abandoned bool // the call failed: its pieces finish silently
+	pending   atomic.Int32
+	status    atomic.Int32 // Status: the first error, else OK
+	abandoned bool         // the call failed (or queued nothing): finish silently; written before the issuer's last add
 }
+
+const issuingGuard = 1 << 30
 
 type readyComp struct {
 	comp   uintptr
@@ -187,6 +192,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		fd:      -1,
 	}
 	i.copyOps.New = func() any { return new(cudadrv.CopyOp) }
+	i.opPool.New = func() any { return new(opState) }
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()
 	}
@@ -229,15 +235,15 @@ func (i *Iface) unlockFlushes() {
 	}
 }
 
-func (i *Iface) lockOps() {
+func (i *Iface) lockReady() {
 	if i.multi {
-		i.opsMu.Lock()
+		i.readyMu.Lock()
 	}
 }
 
-func (i *Iface) unlockOps() {
+func (i *Iface) unlockReady() {
 	if i.multi {
-		i.opsMu.Unlock()
+		i.readyMu.Unlock()
 	}
 }
 
@@ -273,23 +279,23 @@ func (i *Iface) Params() IfaceParams { return i.params }
 // Context is the cucopy context the iface was opened on.
 func (i *Iface) Context() *Context { return i.ctx }
 
-func (q *eventQueue) push(ev cudadrv.Event, op int32) {
+func (q *eventQueue) push(ev cudadrv.Event, op *opState) {
 	if q.count == len(q.events) {
 		n := 2 * len(q.events)
 		if n == 0 {
 			n = 16
 		}
 		events := make([]cudadrv.Event, n)
-		ops := make([]int32, n)
+		ops := make([]*opState, n)
 		for j := 0; j < q.count; j++ {
 			events[j] = q.events[(q.head+j)%len(q.events)]
-			ops[j] = q.opIdx[(q.head+j)%len(q.opIdx)]
+			ops[j] = q.ops[(q.head+j)%len(q.ops)]
 		}
-		q.events, q.opIdx, q.head = events, ops, 0
+		q.events, q.ops, q.head = events, ops, 0
 	}
 	tail := (q.head + q.count) % len(q.events)
 	q.events[tail] = ev
-	q.opIdx[tail] = op
+	q.ops[tail] = op
 	q.count++
 	q.issued++
 }
@@ -301,72 +307,76 @@ func (q *eventQueue) segment(max int) []cudadrv.Event {
 	return q.events[q.head : q.head+n]
 }
 
-func (q *eventQueue) pop() (cudadrv.Event, int32) {
-	ev, op := q.events[q.head], q.opIdx[q.head]
+func (q *eventQueue) pop() (cudadrv.Event, *opState) {
+	ev, op := q.events[q.head], q.ops[q.head]
+	q.ops[q.head] = nil
 	q.head = (q.head + 1) % len(q.events)
 	q.count--
 	q.done++
 	return ev, op
 }
 
-// newOp starts an operation, issuing; under opsMu.
-func (i *Iface) newOp(comp uintptr) int32 {
-	op := opState{comp: comp, issuing: true}
-	if n := len(i.freeOps); n > 0 {
-		idx := i.freeOps[n-1]
+// newOp starts an operation, issuing.
+func (i *Iface) newOp(comp uintptr) *opState {
+	var op *opState
+	if i.multi {
+		op = i.opPool.Get().(*opState)
+	} else if n := len(i.freeOps); n > 0 {
+		op = i.freeOps[n-1]
 		i.freeOps = i.freeOps[:n-1]
-		i.ops[idx] = op
-		return idx
+	} else {
+		op = new(opState)
 	}
-	i.ops = append(i.ops, op)
-	return int32(len(i.ops) - 1)
+	op.comp, op.abandoned = comp, false
+	op.status.Store(int32(OK))
+	op.pending.Store(issuingGuard)
+	return op
 }
 
-// issued ends the issuing of op idx, which queued `queued` pieces; under
-// opsMu. An operation with pieces queued completes through progress, even
-// when they all finished (or were canceled) before the call returned; one
-// with none (CPU copies only) is over, and freed silently.
-func (i *Iface) issued(idx int32, queued int32) {
-	op := &i.ops[idx]
-	op.issuing = false
+// issued ends the issuing of op, which queued `queued` pieces. An operation
+// with pieces queued completes through progress, even when they all
+// finished (or were canceled) before the call returned; one with none (CPU
+// copies only) is over, and freed silently.
+func (i *Iface) issued(op *opState, queued int32) {
 	op.abandoned = op.abandoned || queued == 0
-	op.pending += queued
-	if op.pending == 0 {
-		i.completeOp(idx)
+	if op.pending.Add(queued-issuingGuard) == 0 {
+		i.completeOp(op)
 	}
 }
 
-// finishPiece accounts one finished piece of op idx; the operation's last
-// makes it ready. Under opsMu.
-func (i *Iface) finishPiece(idx int32, st Status) {
-	op := &i.ops[idx]
-	op.pending--
-	if st < 0 && op.status == OK {
-		op.status = st
+// finish accounts one finished piece of op; the operation's last makes it
+// ready.
+func (i *Iface) finish(op *opState, st Status) {
+	if st < 0 {
+		op.status.CompareAndSwap(int32(OK), int32(st))
 	}
-	if op.pending == 0 && !op.issuing {
-		i.completeOp(idx)
+	if op.pending.Add(-1) == 0 {
+		i.completeOp(op)
 	}
 }
 
-// completeOp counts operation idx as completed and makes its completion
-// ready, unless abandoned; then frees it. Under opsMu.
-func (i *Iface) completeOp(idx int32) {
-	op := &i.ops[idx]
+// completeOp counts op as completed and makes its completion ready, unless
+// abandoned; then frees it.
+func (i *Iface) completeOp(op *opState) {
 	if !op.abandoned {
-		i.completed++
+		i.completed.Add(1)
 		if op.comp != 0 {
-			i.ready = append(i.ready, readyComp{comp: op.comp, status: op.status})
+			i.makeReady(op.comp, Status(op.status.Load()))
 		}
 	}
-	i.freeOps = append(i.freeOps, idx)
+	if i.multi {
+		i.opPool.Put(op)
+	} else {
+		i.freeOps = append(i.freeOps, op)
+	}
 }
 
-// finish is finishPiece taking opsMu.
-func (i *Iface) finish(idx int32, st Status) {
-	i.lockOps()
-	i.finishPiece(idx, st)
-	i.unlockOps()
+// makeReady queues a completion for RunCallbacks.
+func (i *Iface) makeReady(comp uintptr, st Status) {
+	i.lockReady()
+	i.ready = append(i.ready, readyComp{comp: comp, status: st})
+	i.nready.Add(1)
+	i.unlockReady()
 }
 
 // releaseEvent gives a completed piece's event back to its context; under
@@ -381,7 +391,7 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 
 // Progress completes finished pieces on every context and returns how many
 // operations (all of their pieces) completed since the last call, here or
-// on a context that ended; their completions are then taken with NextReady.
+// on a context that ended; their completions then run with RunCallbacks.
 // On a multi-thread iface it takes no iface-wide lock: threads progressing
 // at once share the contexts out (one polls a context's queues, the others
 // skip it), and copies go on meanwhile.
@@ -395,11 +405,7 @@ func (i *Iface) Progress() (int, error) {
 		}
 	}
 	i.completeFlushes()
-	i.lockOps()
-	n := i.completed
-	i.completed = 0
-	i.unlockOps()
-	return n, nil
+	return int(i.completed.Swap(0)), nil
 }
 
 // poll completes the finished pieces of slot s, which the caller claimed;
@@ -509,42 +515,58 @@ func (i *Iface) dropGone(s int, inc cudadrv.Incarnation) {
 	}
 }
 
-// TakeCallbacks says whether the caller may run completions now (NextReady
-// until it has none, then DoneCallbacks): on a multi-thread iface one
+// RunCallbacks runs every completion made ready (by progress, or by a
+// release or a reset), oldest first, with run. On a multi-thread iface one
 // thread at a time does, so that they run one at a time and in the order
-// the operations completed. A thread that finds another one running them
-// (or its own callback calling progress again) leaves them to it.
-func (i *Iface) TakeCallbacks() bool {
-	return !i.multi || i.cbMu.TryLock()
-}
-
-// DoneCallbacks ends TakeCallbacks.
-func (i *Iface) DoneCallbacks() {
-	if i.multi {
+// the operations completed; a thread that finds another one running them
+// leaves them to it. A callback may call back in: a progress it calls
+// leaves the completions it readies to this loop.
+func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
+	if i.nready.Load() == 0 {
+		return
+	}
+	if !i.multi {
+		if !i.cbRunning {
+			i.cbRunning = true
+			i.runBatches(run)
+			i.cbRunning = false
+		}
+		return
+	}
+	if i.cbMu.TryLock() {
+		i.runBatches(run)
 		i.cbMu.Unlock()
 	}
 }
 
-// NextReady takes the oldest completion waiting to run. The caller runs it
-// outside the iface's locks, so a completion callback may call back in.
-func (i *Iface) NextReady() (comp uintptr, st Status, ok bool) {
-	i.lockOps()
-	defer i.unlockOps()
-	if i.readyAt == len(i.ready) {
-		return 0, OK, false
+// runBatches is RunCallbacks' loop, for the one thread running callbacks.
+func (i *Iface) runBatches(run func(comp uintptr, st Status)) {
+	for {
+		// Take the whole list in one go; the spare one collects new ones.
+		i.lockReady()
+		batch := i.ready
+		i.ready = i.batch[:0]
+		i.unlockReady()
+		if len(batch) == 0 {
+			i.batch = batch
+			return
+		}
+		for k, rc := range batch {
+			batch[k] = readyComp{}
+			i.nready.Add(-1)
+			run(rc.comp, rc.status)
+		}
+		i.batch = batch[:0]
 	}
-	rc := i.ready[i.readyAt]
-	i.readyAt++
-	if i.readyAt == len(i.ready) {
-		i.ready, i.readyAt = i.ready[:0], 0
-	}
-	return rc.comp, rc.status, true
 }
 
 // completeFlushes makes ready the flushes whose targets are reached. A
 // released or dropped slot popped all of its pieces, so its targets are
 // reached too.
 func (i *Iface) completeFlushes() {
+	if i.nflushes.Load() == 0 {
+		return
+	}
 	i.lockFlushes()
 	defer i.unlockFlushes()
 	kept := i.flushes[:0]
@@ -560,14 +582,13 @@ func (i *Iface) completeFlushes() {
 			}
 		}
 		if done {
-			i.lockOps()
-			i.ready = append(i.ready, readyComp{comp: f.comp, status: OK})
-			i.unlockOps()
+			i.makeReady(f.comp, OK)
 		} else {
 			kept = append(kept, f)
 		}
 	}
 	i.flushes = kept
+	i.nflushes.Store(int32(len(kept)))
 }
 
 // Flush returns OK when nothing is outstanding, else InProgress, with comp
@@ -599,6 +620,7 @@ func (i *Iface) Flush(op string, comp uintptr) (Status, error) {
 	}
 	i.lockFlushes()
 	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
+	i.nflushes.Store(int32(len(i.flushes)))
 	i.unlockFlushes()
 	return InProgress, nil
 }
@@ -651,10 +673,7 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 			break // EAGAIN: drained
 		}
 	}
-	i.lockOps()
-	waiting := i.readyAt < len(i.ready)
-	i.unlockOps()
-	if waiting {
+	if i.nready.Load() > 0 {
 		return ErrBusy, nil
 	}
 	if events == 0 {
@@ -823,12 +842,12 @@ func (i *Iface) firstActivePrimary(op string) (cudadrv.Context, error) {
 
 // issue runs one copy piece, doing the cold work the driver layer asks for
 // (new slot, stream, event, primary context, peer access) and retrying. It
-// returns CopyDone, CopyQueued (the piece is in a queue under opIdx, and
+// returns CopyDone, CopyQueued (the piece is in a queue for zop, and
 // c.ReuseSeq is its sequence number there), CopyJoined (folded into the
 // previous piece's queue entry), or an error. Multi-thread ifaces take no
 // lock here but the slot's, which the driver layer hands over on CopyQueued
 // and CopyJoined; the cold work takes mu.
-func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopyStatus, error) {
+func (i *Iface) issue(op string, c *cudadrv.CopyOp, zop *opState) (cudadrv.CopyStatus, error) {
 	if i.multi {
 		c.Flags |= cudadrv.CopyLock
 	}
@@ -859,7 +878,7 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, opIdx int32) (cudadrv.CopySt
 			s := int(c.Slot)
 			r := &i.res[s]
 			q := &r.queues[c.Kind]
-			q.push(c.Event, opIdx)
+			q.push(c.Event, zop)
 			c.ReuseSeq = q.issued
 			i.slots[s].Event = 0
 			if n := len(r.free); n > 0 {
@@ -1086,10 +1105,12 @@ func (i *Iface) Close() error {
 	i.closed.Store(true)
 	i.lockFlushes()
 	i.flushes = nil
+	i.nflushes.Store(0)
 	i.unlockFlushes()
-	i.lockOps()
-	i.ready, i.readyAt = nil, 0 // pending completions are dropped
-	i.unlockOps()
+	i.lockReady()
+	i.ready = nil // pending completions are dropped
+	i.nready.Store(0)
+	i.unlockReady()
 	if i.fd >= 0 {
 		unix.Close(i.fd)
 		i.fd = -1

@@ -136,17 +136,16 @@ func TestOrderWithinQueue(t *testing.T) {
 	assert.ElementsMatch(t, []done{{7, 0}, {8, 0}}, comps)
 }
 
-func TestNextReadyEmpty(t *testing.T) {
+func TestRunCallbacksEmpty(t *testing.T) {
 	r := newRig(t, 1)
-	comp, st, ok := r.ifc.NextReady()
-	assert.False(t, ok)
-	assert.Zero(t, comp)
-	assert.Equal(t, core.OK, st)
+	r.ifc.RunCallbacks(func(uintptr, core.Status) { t.Fatal("a callback with nothing ready") })
 }
 
-// A completion taken from NextReady is never returned again, and ready
-// completions keep their order across progress calls.
-func TestNextReadyOrder(t *testing.T) {
+// A completion run by RunCallbacks is never run again, ready completions
+// keep their order across progress calls, and one that a callback makes
+// ready (its progress call leaves it to the running loop) runs in the same
+// RunCallbacks, after the others.
+func TestRunCallbacksOrder(t *testing.T) {
 	r := newRig(t, 2)
 	dev, host := r.drv.AllocDevice(0, 64), r.drv.Pageable(64)
 	for k := 1; k <= 3; k++ {
@@ -158,14 +157,18 @@ func TestNextReadyOrder(t *testing.T) {
 	r.drv.Run()
 	_, err = r.ifc.Progress()
 	require.NoError(t, err)
-	comp, st, ok := r.ifc.NextReady()
-	require.True(t, ok)
-	assert.Equal(t, done{1, 0}, done{comp, st})
-	require.Equal(t, core.InProgress, r.put(host, dev, 8, 4))
-	r.drv.Run()
-	_, err = r.ifc.Progress()
-	require.NoError(t, err)
-	assert.Equal(t, []done{{2, 0}, {3, 0}, {4, 0}}, r.ready())
+	var got []done
+	r.ifc.RunCallbacks(func(comp uintptr, st core.Status) {
+		got = append(got, done{comp, st})
+		if comp == 1 { // a callback issuing and progressing
+			require.Equal(t, core.InProgress, r.put(host, dev, 8, 4))
+			r.drv.Run()
+			_, err := r.ifc.Progress()
+			require.NoError(t, err)
+			r.ifc.RunCallbacks(func(uintptr, core.Status) { t.Error("callbacks run inside a callback") })
+		}
+	})
+	assert.Equal(t, []done{{1, 0}, {2, 0}, {3, 0}, {4, 0}}, got)
 	assert.Empty(t, r.ready())
 }
 
@@ -254,7 +257,7 @@ func TestArm(t *testing.T) {
 	assert.Equal(t, core.ErrBusy, st)
 	_, err = r.ifc.Progress()
 	require.NoError(t, err)
-	// completion waiting in NextReady: busy, even for events == 0
+	// completion waiting to run: busy, even for events == 0
 	st, err = r.ifc.Arm(core.EventSendComp)
 	require.NoError(t, err)
 	assert.Equal(t, core.ErrBusy, st)

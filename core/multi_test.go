@@ -61,18 +61,14 @@ func TestMultiThread(t *testing.T) {
 					failed.Add(1)
 					return
 				}
-				for {
-					comp, st, ok := r.ifc.NextReady()
-					if !ok {
-						break
-					}
+				r.ifc.RunCallbacks(func(comp uintptr, st core.Status) {
 					if st != core.OK || comp == 0 || comp > workers*perW {
 						failed.Add(1)
-						continue
+						return
 					}
 					seen[comp-1].Add(1)
 					completed.Add(1)
-				}
+				})
 			}
 		}()
 	}
@@ -107,18 +103,14 @@ func TestMultiThread(t *testing.T) {
 	for completed.Load() < workers*perW && failed.Load() == 0 {
 		r.drv.Run()
 		_, _ = r.ifc.Progress()
-		for {
-			comp, st, ok := r.ifc.NextReady()
-			if !ok {
-				break
-			}
+		r.ifc.RunCallbacks(func(comp uintptr, st core.Status) {
 			if st == core.OK && comp > 0 && comp <= workers*perW {
 				seen[comp-1].Add(1)
 				completed.Add(1)
 			} else {
 				failed.Add(1)
 			}
-		}
+		})
 	}
 	close(stop)
 	pollers.Wait()
@@ -213,11 +205,7 @@ func TestMultiReleaseWhileCopying(t *testing.T) {
 		}
 	}
 	take := func() {
-		for {
-			comp, st, ok := r.ifc.NextReady()
-			if !ok {
-				return
-			}
+		r.ifc.RunCallbacks(func(comp uintptr, st core.Status) {
 			switch {
 			case comp > workers*perW: // a flush
 			case st != core.OK || comp == 0:
@@ -225,8 +213,9 @@ func TestMultiReleaseWhileCopying(t *testing.T) {
 			default:
 				seen[comp-1].Add(1)
 			}
-		}
+		})
 	}
+
 	stop := make(chan struct{})
 	var helpers sync.WaitGroup
 	helpers.Add(2)
