@@ -4,6 +4,7 @@ package core
 
 import (
 	"math"
+	"sync"
 
 	"github.com/cucopy/cucopy/cudadrv"
 )
@@ -18,6 +19,8 @@ type IOV struct {
 type Ep struct {
 	iface *Iface
 	lane  int32
+	mu    sync.Mutex // multi-thread: free
+	free  []*opState // finished operations, for reuse
 }
 
 // NewEp creates an endpoint.
@@ -117,7 +120,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
-	zop := i.newOp(comp)
+	zop := i.newOp(e, comp)
 	c := i.copyOp()
 	var issued [MaxIOV]pieceRef
 	n := int32(0)

@@ -72,8 +72,6 @@ type Iface struct {
 	nslots  atomic.Int32
 	primary []cudadrv.Context // per device: a primary context we retained, or 0 (cudadrv.StorePrimary)
 
-	freeOps   []*opState   // single-thread: finished operations, for reuse
-	opPool    sync.Pool    // multi-thread: the same
 	completed atomic.Int64 // operations whose last piece finished since the last Progress
 	ready     []readyComp  // completions to run, oldest first; under readyMu
 	nready    atomic.Int64 // completions made ready and not yet run
@@ -135,6 +133,7 @@ type eventQueue struct {
 // operation completes exactly once, in whichever thread brings pending to
 // 0, and never under its issuer. No lock: the queues hold *opState.
 type opState struct {
+	ep        *Ep // whose free list it goes back to
 	comp      uintptr
 	pending   atomic.Int32
 	status    atomic.Int32 // Status: the first error, else OK
@@ -192,7 +191,6 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		fd:      -1,
 	}
 	i.copyOps.New = func() any { return new(cudadrv.CopyOp) }
-	i.opPool.New = func() any { return new(opState) }
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()
 	}
@@ -316,16 +314,19 @@ func (q *eventQueue) pop() (cudadrv.Event, *opState) {
 	return ev, op
 }
 
-// newOp starts an operation, issuing.
-func (i *Iface) newOp(comp uintptr) *opState {
+// newOp starts an operation of e, issuing. Operations are reused from the
+// endpoint's free list: they come back there from whichever thread
+// completes them, so a pool per thread (or per P) would keep missing.
+func (i *Iface) newOp(e *Ep, comp uintptr) *opState {
 	var op *opState
-	if i.multi {
-		op = i.opPool.Get().(*opState)
-	} else if n := len(i.freeOps); n > 0 {
-		op = i.freeOps[n-1]
-		i.freeOps = i.freeOps[:n-1]
-	} else {
-		op = new(opState)
+	i.lockEp(e)
+	if n := len(e.free); n > 0 {
+		op = e.free[n-1]
+		e.free = e.free[:n-1]
+	}
+	i.unlockEp(e)
+	if op == nil {
+		op = &opState{ep: e}
 	}
 	op.comp, op.abandoned = comp, false
 	op.status.Store(int32(OK))
@@ -364,10 +365,21 @@ func (i *Iface) completeOp(op *opState) {
 			i.makeReady(op.comp, Status(op.status.Load()))
 		}
 	}
+	e := op.ep
+	i.lockEp(e)
+	e.free = append(e.free, op)
+	i.unlockEp(e)
+}
+
+func (i *Iface) lockEp(e *Ep) {
 	if i.multi {
-		i.opPool.Put(op)
-	} else {
-		i.freeOps = append(i.freeOps, op)
+		e.mu.Lock()
+	}
+}
+
+func (i *Iface) unlockEp(e *Ep) {
+	if i.multi {
+		e.mu.Unlock()
 	}
 }
 
