@@ -94,11 +94,12 @@ demo: build ## device info and a short multi-device perftest (real GPUs if prese
 test-gpu: build ## run the C suite's binaries against the real driver (tests/run-gpu.sh)
 	tests/run-gpu.sh $(BUILD_DIR)
 
-bench: build ## perftest on every device: CSV (build/bench.csv), then a table
+bench: build ## perftest on every device: CSV (build/bench.csv), a table, then the multi-thread rate (cucopy_mtrate)
 	@$(PICK_DRIVER); \
 	set -x; \
 	$(PERFTEST) $(BENCH_ARGS) --format csv | tee $(BUILD_DIR)/bench.csv; \
-	$(PERFTEST) $(BENCH_ARGS) --format table
+	$(PERFTEST) $(BENCH_ARGS) --format table; \
+	$(BUILD_DIR)/bin/cucopy_mtrate
 
 install: build ## install into $(PREFIX) (default /usr/local; DESTDIR=... stages)
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
