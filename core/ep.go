@@ -143,7 +143,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		st, err := i.issue(op, c, zop)
 		if err != nil {
 			i.putCopyOp(c)
-			i.waitQueued(issued[:n])
+			i.waitQueued(issued[:n], e.lane)
 			zop.abandoned = true
 			i.issued(zop, n)
 			return StatusOf(err), err

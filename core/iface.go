@@ -412,8 +412,11 @@ func (i *Iface) Progress() (int, error) {
 		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
 	}
 	for s := range int(i.nslots.Load()) {
-		if i.tryClaim(s) {
-			i.poll(s)
+		if !i.tryClaim(s) {
+			continue
+		}
+		if inc, gone := i.poll(s); gone {
+			i.dropGone(s, inc)
 		}
 	}
 	i.completeFlushes()
@@ -421,38 +424,20 @@ func (i *Iface) Progress() (int, error) {
 }
 
 // poll completes the finished pieces of slot s, which the caller claimed;
-// it gives the claim back. The slot's lock is taken twice, around the
-// driver's queries, not during them.
-func (i *Iface) poll(s int) {
-	r := &i.res[s]
-	var segs [cudadrv.NumAsyncKinds][]cudadrv.Event
-	if i.multi && !i.slots[s].TryLock() {
-		// A copy is being issued there: look again next time rather than
-		// wait for it (its issuer comes back to progress).
-		i.unclaim(s)
-		return
-	}
-	n := 0
-	if !r.dead {
-		for k := range r.queues {
-			q := &r.queues[k]
-			segs[k] = q.segment(int(i.params.MaxPoll))
-			n += len(segs[k])
-			// From here on these pieces' events are never re-recorded by a
-			// later piece of their operation (CopyReuse): the answer below
-			// must stay true until they are popped.
-			i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(segs[k])))
-		}
-	}
-	i.unlockSlot(s)
+// it gives the claim back (also if it panics: capi recovers panics, and a
+// claim or slot lock left set would hang every later call). The slot's lock
+// is taken twice, around the driver's queries, not during them. gone says
+// that the slot's incarnation inc ended: the caller drops the slot.
+func (i *Iface) poll(s int) (inc cudadrv.Incarnation, gone bool) {
+	defer i.unclaim(s)
+	segs, n := i.segments(s)
 	if n == 0 {
-		i.unclaim(s)
-		return
+		return inc, false
 	}
 	// Without the lock, the segments stay valid (only the claim's holder
 	// pops; a push writes past the queued pieces or into a new ring), and
 	// so does the incarnation (it changes only under the claim).
-	inc := i.inc(s)
+	inc = i.inc(s)
 	var done [cudadrv.NumAsyncKinds]int
 	var errs [cudadrv.NumAsyncKinds]error
 	for k, seg := range segs {
@@ -461,12 +446,55 @@ func (i *Iface) poll(s int) {
 		}
 		done[k], errs[k] = i.drv.QueryEvents(inc, seg)
 		if errs[k] == cudadrv.ErrContextGone {
-			i.unclaim(s)
-			i.dropGone(s, inc)
-			return
+			return inc, true
 		}
 	}
+	dev, id := i.popFinished(s, &done, &errs)
+	for k, err := range errs {
+		if err != nil && !isPopFailure(err) {
+			logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
+				dev, id, cudadrv.KindName(k), err)
+		} else if err != nil {
+			// The events were counted correctly; only leaving the context
+			// failed.
+			logf(LogWarn, "progress on device %d (context id %d): %v", dev, id, err)
+		}
+	}
+	return inc, false
+}
+
+// segments is, per queue of slot s, the leading events progress asks the
+// driver about, and their number; 0 also when a copy holds the slot's lock
+// (progress looks again next time rather than wait: the issuer comes back
+// to progress).
+func (i *Iface) segments(s int) (segs [cudadrv.NumAsyncKinds][]cudadrv.Event, n int) {
+	if i.multi && !i.slots[s].TryLock() {
+		return segs, 0
+	}
+	defer i.unlockSlot(s)
+	r := &i.res[s]
+	if r.dead {
+		return segs, 0
+	}
+	for k := range r.queues {
+		q := &r.queues[k]
+		segs[k] = q.segment(int(i.params.MaxPoll))
+		n += len(segs[k])
+		// Until they are popped, these pieces' events are not re-recorded
+		// by a later piece of their operation (CopyReuse): the driver's
+		// answer must stay true.
+		i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(segs[k])))
+	}
+	return segs, n
+}
+
+// popFinished pops what the driver reported finished (done) or failed
+// (errs, a failed query fails the head piece) from slot s's queues, and
+// returns the slot's device and context id for messages.
+func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cudadrv.NumAsyncKinds]error) (int, uint64) {
 	i.lockSlot(s)
+	defer i.unlockSlot(s)
+	r := &i.res[s]
 	for k := range r.queues {
 		q := &r.queues[k]
 		for j := 0; j < done[k]; j++ {
@@ -482,20 +510,11 @@ func (i *Iface) poll(s int) {
 			i.releaseEvent(s, ev)
 			i.finish(op, ErrCUDA)
 		}
+		// The pieces still queued may be joined again: the next query
+		// raises Queried first (only the claim's holder queries).
+		i.slots[s].Queried[k] = q.done
 	}
-	dev, id := r.device, r.id
-	i.unlockSlot(s)
-	i.unclaim(s)
-	for k, err := range errs {
-		if err != nil && !isPopFailure(err) {
-			logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
-				dev, id, cudadrv.KindName(k), err)
-		} else if err != nil {
-			// The events were counted correctly; only leaving the context
-			// failed.
-			logf(LogWarn, "progress on device %d (context id %d): %v", dev, id, err)
-		}
-	}
+	return r.device, r.id
 }
 
 // tryClaim, claim and unclaim own slot s's queues for popping: on a
@@ -545,7 +564,10 @@ func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
 		}
 		return
 	}
-	if i.cbMu.TryLock() {
+	// Looking again after unlocking: a completion made ready while this
+	// thread held the lock, by a thread whose TryLock failed, is not left
+	// behind.
+	for i.nready.Load() > 0 && i.cbMu.TryLock() {
 		i.runBatches(run)
 		i.cbMu.Unlock()
 	}
@@ -887,18 +909,7 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, zop *opState) (cudadrv.CopyS
 			i.unlockSlot(int(c.Slot))
 			return st, nil
 		case cudadrv.CopyQueued:
-			s := int(c.Slot)
-			r := &i.res[s]
-			q := &r.queues[c.Kind]
-			q.push(c.Event, zop)
-			c.ReuseSeq = q.issued
-			i.slots[s].Event = 0
-			if n := len(r.free); n > 0 {
-				i.slots[s].Event = r.free[n-1]
-				r.free = r.free[:n-1]
-			}
-			i.count(c)
-			i.unlockSlot(s)
+			i.book(c, zop)
 			return st, nil
 		case cudadrv.CopyOutOfRange:
 			which := "source"
@@ -914,6 +925,24 @@ func (i *Iface) issue(op string, c *cudadrv.CopyOp, zop *opState) (cudadrv.CopyS
 			}
 		}
 	}
+}
+
+// book queues a piece cd_copy issued and refills the slot's free event,
+// under the slot's lock that cd_copy handed over; it releases it (also if
+// it panics).
+func (i *Iface) book(c *cudadrv.CopyOp, zop *opState) {
+	s := int(c.Slot)
+	defer i.unlockSlot(s)
+	r := &i.res[s]
+	q := &r.queues[c.Kind]
+	q.push(c.Event, zop)
+	c.ReuseSeq = q.issued
+	i.slots[s].Event = 0
+	if n := len(r.free); n > 0 {
+		i.slots[s].Event = r.free[n-1]
+		r.free = r.free[:n-1]
+	}
+	i.count(c)
 }
 
 // prepare does the cold work a copy asked for (st), under mu: the copy is
@@ -1058,7 +1087,7 @@ func pick(cond bool, a, b uint64) uint64 {
 // failed, so that an error return never leaves a copy running on the
 // caller's buffers. The pieces still complete through progress. A slot
 // released meanwhile waited for them itself; one dropped has no copies.
-func (i *Iface) waitQueued(issued []pieceRef) {
+func (i *Iface) waitQueued(issued []pieceRef, lane int32) {
 	if len(issued) == 0 {
 		return
 	}
@@ -1066,10 +1095,11 @@ func (i *Iface) waitQueued(issued []pieceRef) {
 	defer i.unlock()
 	for _, p := range issued {
 		r := &i.res[p.slot]
-		if id, ctx, _ := i.slots[p.slot].Identity(); id != p.id || ctx != r.ctx {
-			continue
+		stream := i.slots[p.slot].Stream[p.kind]
+		if id, ctx, l := i.slots[p.slot].Identity(); id != p.id || ctx != r.ctx || l != lane || stream == 0 {
+			continue // released (it waited for them) or dropped, maybe reused since
 		}
-		if err := i.drv.StreamSynchronize(r.ctx, i.slots[p.slot].Stream[p.kind]); err != nil {
+		if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil {
 			logf(LogWarn, "waiting for a failed operation's pieces on device %d: %v", r.device, err)
 		}
 	}
@@ -1120,8 +1150,8 @@ func (i *Iface) Close() error {
 	i.nflushes.Store(0)
 	i.unlockFlushes()
 	i.lockReady()
-	i.ready = nil // pending completions are dropped
-	i.nready.Store(0)
+	i.nready.Add(-int64(len(i.ready))) // pending completions are dropped (a batch running keeps its count)
+	i.ready = nil
 	i.unlockReady()
 	if i.fd >= 0 {
 		unix.Close(i.fd)

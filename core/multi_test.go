@@ -371,3 +371,39 @@ func TestLanesLimit(t *testing.T) {
 	_, err := r.ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadMulti, MaxPoll: 1, MaxEvents: 1, Lanes: core.MaxLanes + 1})
 	errStatus(t, core.ErrInvalid, err)
 }
+
+// Progress querying an operation's first piece while it still runs, between
+// the operation's two pieces, must not cost the operation a second event:
+// once progress has popped what finished, the pieces still queued may be
+// joined again. With max_events 1 a refused join would be NO_RESOURCE.
+func TestMultiJoinAfterUnfinishedQuery(t *testing.T) {
+	r := newRig(t, 1, func(p *core.IfaceParams) {
+		p.ThreadMode = core.ThreadMulti
+		p.MaxEvents = 1
+	})
+	const n = 4096
+	host, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
+	want := fill(r.drv, host, n, 9)
+	require.Equal(t, core.InProgress, r.put(host, dev, 16, 1))
+	r.drv.Run()
+	_, got := r.progress()
+	require.Equal(t, []done{{1, core.OK}}, got)
+
+	calls, polled := 0, 0
+	r.drv.OnCopy(func() {
+		if calls++; calls == 2 { // between the pieces; the first is still running
+			n, err := r.ifc.Progress()
+			assert.NoError(t, err)
+			polled += n + 1
+		}
+	})
+	st, err := r.zcopy(true, []core.IOV{{uintptr(host), n / 2}, {uintptr(host + n/2), n / 2}}, dev, 2)
+	r.drv.OnCopy(nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, polled, "progress ran between the pieces and completed nothing")
+	require.Equal(t, core.InProgress, st)
+	r.drv.Run()
+	_, got = r.progress()
+	assert.Equal(t, []done{{2, core.OK}}, got)
+	eqBytes(t, want, r.drv.Bytes(dev, n))
+}

@@ -400,9 +400,10 @@ typedef struct cucopy_iface_params {
     /** Events checked per stream queue per progress call; default
      *  $CUCOPY_MAX_POLL, else 16. At least 1. */
     unsigned max_poll;
-    /** Events (outstanding zcopy pieces) per CUDA context; reaching it makes
-     *  zcopy return ::CUCOPY_ERR_NO_RESOURCE until progress frees some.
-     *  Default $CUCOPY_MAX_EVENTS, else 4096. At least 1. */
+    /** Events (outstanding zcopy pieces) per CUDA context (and, on a
+     *  ::CUCOPY_THREAD_MODE_MULTI iface, per lane: see $CUCOPY_LANES);
+     *  reaching it makes zcopy return ::CUCOPY_ERR_NO_RESOURCE until progress
+     *  frees some. Default $CUCOPY_MAX_EVENTS, else 4096. At least 1. */
     unsigned max_events;
 } cucopy_iface_params_t;
 
