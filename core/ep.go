@@ -79,11 +79,12 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 	if i.closed.Load() {
 		return errorf(ErrHandle, op, "iface is closed")
 	}
-	c := i.copyOp()
+	req := i.newOp(e, 0) // only for its request
+	c := i.copyOp(req)
 	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
 	_, err := i.issue(op, c, nil)
-	i.putCopyOp(c)
+	i.recycle(req)
 	return err
 }
 
@@ -121,7 +122,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
 	}
 	zop := i.newOp(e, comp)
-	c := i.copyOp()
+	c := i.copyOp(zop) // not used after issued(zop): the operation may complete at once
 	var issued [MaxIOV]pieceRef
 	n := int32(0)
 	off := uint64(0)
@@ -142,7 +143,6 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		}
 		st, err := i.issue(op, c, zop)
 		if err != nil {
-			i.putCopyOp(c)
 			i.waitQueued(issued[:n], e.lane)
 			zop.abandoned = true
 			i.issued(zop, n)
@@ -154,7 +154,6 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		}
 		off += v.Length
 	}
-	i.putCopyOp(c)
 	i.issued(zop, n)
 	if n == 0 {
 		return OK, nil // CPU copies only: done
