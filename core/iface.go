@@ -344,12 +344,54 @@ func (i *Iface) issued(op *opState, queued int32) {
 // finish accounts one finished piece of op; the operation's last makes it
 // ready.
 func (i *Iface) finish(op *opState, st Status) {
+	if i.finished(op, st) {
+		i.completeOp(op)
+	}
+}
+
+// finished counts one finished piece of op and says whether it was the
+// operation's last: the caller then completes it.
+func (i *Iface) finished(op *opState, st Status) bool {
 	if st < 0 {
 		op.status.CompareAndSwap(int32(OK), int32(st))
 	}
-	if op.pending.Add(-1) == 0 {
-		i.completeOp(op)
+	return op.pending.Add(-1) == 0
+}
+
+// readyBatch collects the operations one poll completes, so that they are
+// counted and made ready under one lock, in order.
+type readyBatch struct {
+	n, completed int
+	comps        [64]readyComp
+}
+
+func (b *readyBatch) add(i *Iface, op *opState) {
+	if !op.abandoned {
+		b.completed++
+		if op.comp != 0 {
+			if b.n == len(b.comps) {
+				b.flush(i)
+			}
+			b.comps[b.n] = readyComp{comp: op.comp, status: Status(op.status.Load())}
+			b.n++
+		}
 	}
+	i.recycle(op)
+}
+
+func (b *readyBatch) flush(i *Iface) {
+	if b.completed > 0 {
+		i.completed.Add(int64(b.completed))
+		b.completed = 0
+	}
+	if b.n == 0 {
+		return
+	}
+	i.lockReady()
+	i.ready = append(i.ready, b.comps[:b.n]...)
+	i.nready.Add(int64(b.n))
+	i.unlockReady()
+	b.n = 0
 }
 
 // completeOp counts op as completed and makes its completion ready, unless
@@ -493,15 +535,19 @@ func (i *Iface) segments(s int) (segs [cudadrv.NumAsyncKinds][]cudadrv.Event, n 
 // (errs, a failed query fails the head piece) from slot s's queues, and
 // returns the slot's device and context id for messages.
 func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cudadrv.NumAsyncKinds]error) (int, uint64) {
+	var b readyBatch
 	i.lockSlot(s)
 	defer i.unlockSlot(s)
+	defer b.flush(i) // under the slot's lock (and the claim): in order with the next poll's
 	r := &i.res[s]
 	for k := range r.queues {
 		q := &r.queues[k]
 		for j := 0; j < done[k]; j++ {
 			ev, op := q.pop()
 			i.releaseEvent(s, ev)
-			i.finish(op, OK)
+			if i.finished(op, OK) {
+				b.add(i, op)
+			}
 		}
 		if errs[k] != nil && !isPopFailure(errs[k]) {
 			// The head piece's query failed (e.g. a sticky error in this
@@ -509,7 +555,9 @@ func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cuda
 			// the other contexts go on.
 			ev, op := q.pop()
 			i.releaseEvent(s, ev)
-			i.finish(op, ErrCUDA)
+			if i.finished(op, ErrCUDA) {
+				b.add(i, op)
+			}
 		}
 		// The pieces still queued may be joined again: the next query
 		// raises Queried first (only the claim's holder queries).
@@ -522,7 +570,9 @@ func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cuda
 // multi-thread iface one thread at a time polls them, and releasing or
 // dropping the slot waits for it. Single-thread ifaces need no claim.
 func (i *Iface) tryClaim(s int) bool {
-	return !i.multi || i.res[s].polling.CompareAndSwap(false, true)
+	// Looking before the compare-and-swap keeps the slot's cache line
+	// shared while another thread holds the claim.
+	return !i.multi || (!i.res[s].polling.Load() && i.res[s].polling.CompareAndSwap(false, true))
 }
 
 func (i *Iface) claim(s int) {

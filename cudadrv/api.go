@@ -93,7 +93,9 @@ func (s *Slot) Lock() {
 }
 
 // TryLock takes the slot's lock word if it is free.
-func (s *Slot) TryLock() bool { return atomic.CompareAndSwapInt32(&s.lock, 0, 1) }
+func (s *Slot) TryLock() bool {
+	return atomic.LoadInt32(&s.lock) == 0 && atomic.CompareAndSwapInt32(&s.lock, 0, 1)
+}
 
 // Unlock releases the slot's lock word.
 func (s *Slot) Unlock() { atomic.StoreInt32(&s.lock, 0) }
