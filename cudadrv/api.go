@@ -87,8 +87,10 @@ type Slot struct {
 // same word): it guards the slot and its context's queues and event pool on
 // multi-thread ifaces. Copy hands it over held on CopyQueued and CopyJoined.
 func (s *Slot) Lock() {
-	for !atomic.CompareAndSwapInt32(&s.lock, 0, 1) {
-		runtime.Gosched()
+	for spins := 0; !s.TryLock(); spins++ {
+		if spins >= 64 {
+			runtime.Gosched()
+		}
 	}
 }
 

@@ -120,12 +120,28 @@ static uintptr_t cd_primary(const uintptr_t *primary, int32_t d)
     return __atomic_load_n(&primary[d], __ATOMIC_ACQUIRE);
 }
 
-/* The slot lock word, shared with Go (sync/atomic on the same int32). */
+static inline void cd_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The slot lock word, shared with Go (sync/atomic on the same int32). Its
+ * holders keep it for a driver enqueue or a few queue updates: spin a while,
+ * then give the CPU away (the holder may be descheduled). */
 static void cd_slot_lock(cd_slot *slot)
 {
+    unsigned spins = 0;
     while (__atomic_exchange_n(&slot->lock, 1, __ATOMIC_ACQUIRE) != 0)
-        while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0)
-            sched_yield();
+        while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0) {
+            if (++spins < 1024)
+                cd_cpu_relax();
+            else
+                sched_yield();
+        }
 }
 
 static void cd_slot_unlock(cd_slot *slot)
