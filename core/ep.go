@@ -79,12 +79,17 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 	if i.closed.Load() {
 		return errorf(ErrHandle, op, "iface is closed")
 	}
-	req := i.newOp(e, 0) // only for its request
+	var req *opState // multi-thread: an operation, only for its request
+	if i.multi {
+		req = i.newOp(e, 0)
+	}
 	c := i.copyOp(req)
 	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
 	_, err := i.issue(op, c, nil)
-	i.recycle(req)
+	if req != nil {
+		i.recycle(req)
+	}
 	return err
 }
 
