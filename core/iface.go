@@ -91,8 +91,9 @@ type Iface struct {
 	goAtOpen         [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
 }
 
-// MaxContexts is how many CUDA contexts one iface holds resources in at
-// once; a released or ended context's slot is reused.
+// MaxContexts is how many slots, i.e. (CUDA context, lane) pairs, one iface
+// holds resources in at once; a released or ended context's slots are
+// reused.
 const MaxContexts = 128
 
 // ctxResources is one CUDA context's resources beyond its slot. The

@@ -90,8 +90,10 @@ typedef struct cucopy_memh *cucopy_memh_h;       /**< A host range pinned by cuc
  *
  * @a func runs only inside cucopy_iface_progress() (or flush/arm of the same
  * iface), on the thread that called it; never on a driver or library thread.
- * It may call any cucopy function except cucopy_iface_close() of the iface
- * that is progressing. The object must stay valid until @a func has run.
+ * Callbacks of one iface run one at a time, in the order their operations
+ * completed: on a ::CUCOPY_THREAD_MODE_MULTI iface, in whichever progressing
+ * thread finds them first. It may call any cucopy function except
+ * cucopy_iface_close() of the iface that is progressing. The object must stay valid until @a func has run.
  * A fault inside @a func is a fault of the host program.
  */
 typedef struct cucopy_completion {
@@ -466,7 +468,9 @@ CUCOPY_API cucopy_status_t cucopy_iface_query(cucopy_iface_h iface, cucopy_iface
 
 /**
  * Check outstanding copies on every CUDA context of the iface and run the
- * completion callbacks of those that finished, on the calling thread.
+ * completion callbacks of those that finished, on the calling thread (on a
+ * ::CUCOPY_THREAD_MODE_MULTI iface, unless another thread is running this
+ * iface's callbacks at the moment: it runs them).
  * Works from any thread, with or without a current CUDA context.
  * @return the number of operations completed (>= 0), or a negative status.
  */
