@@ -137,7 +137,7 @@ static void cd_slot_lock(cd_slot *slot)
     unsigned spins = 0;
     while (__atomic_exchange_n(&slot->lock, 1, __ATOMIC_ACQUIRE) != 0)
         while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0) {
-            if (++spins < 1024)
+            if (++spins < 128) /* a few microseconds: about one driver enqueue */
                 cd_cpu_relax();
             else
                 sched_yield();
