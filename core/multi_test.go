@@ -135,30 +135,13 @@ func TestMultiThread(t *testing.T) {
 // queried and popped: folded into it, the operation would complete before
 // its second piece ran.
 func TestMultiProgressBetweenPieces(t *testing.T) {
-	r := newRig(t, 1, func(p *core.IfaceParams) { p.ThreadMode = core.ThreadMulti })
-	const n = 4096
-	host, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
-	want := fill(r.drv, host, n, 3)
-	// First use creates the slot, stream and event.
-	require.Equal(t, core.InProgress, r.put(host, dev, 16, 1))
-	r.drv.Run()
-	_, got := r.progress()
-	require.Equal(t, []done{{1, core.OK}}, got)
-
-	calls := 0
 	between := 0
-	r.drv.OnCopy(func() {
-		if calls++; calls == 2 { // the second piece
-			r.drv.Run()
-			n, err := r.ifc.Progress()
-			assert.NoError(t, err)
-			between = n
-		}
+	r, st, want, dev := betweenPieces(t, core.DefaultMaxEvents, func(r *rig) {
+		r.drv.Run()
+		n, err := r.ifc.Progress()
+		assert.NoError(t, err)
+		between = n
 	})
-	iov := []core.IOV{{uintptr(host), n / 2}, {uintptr(host + n/2), n / 2}}
-	st, err := r.zcopy(true, iov, dev, 2)
-	require.NoError(t, err)
-	r.drv.OnCopy(nil)
 	assert.Equal(t, 0, between, "progress completed the operation while its pieces were being issued")
 	require.Equal(t, core.InProgress, st, "the operation ended before its second piece ran")
 	assert.Empty(t, r.ready())
@@ -166,9 +149,38 @@ func TestMultiProgressBetweenPieces(t *testing.T) {
 	nDone, got := r.progress()
 	assert.Equal(t, 1, nDone)
 	assert.Equal(t, []done{{2, core.OK}}, got)
-	eqBytes(t, want, r.drv.Bytes(dev, n))
+	eqBytes(t, want, r.drv.Bytes(dev, len(want)))
 	_, got = r.progress()
 	assert.Empty(t, got)
+}
+
+// betweenPieces warms up a one-device multi-thread rig (slot, stream,
+// event), then issues a two-piece zcopy with completion 2, running between
+// just before its second piece is issued. It returns the rig, the zcopy's
+// status, and what the device buffer dev must hold once it completed.
+func betweenPieces(t *testing.T, maxEvents uint32, between func(*rig)) (*rig, core.Status, []byte, uint64) {
+	t.Helper()
+	r := newRig(t, 1, func(p *core.IfaceParams) {
+		p.ThreadMode = core.ThreadMulti
+		p.MaxEvents = maxEvents
+	})
+	const n = 4096
+	host, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
+	want := fill(r.drv, host, n, 3)
+	require.Equal(t, core.InProgress, r.put(host, dev, 16, 1))
+	r.drv.Run()
+	_, got := r.progress()
+	require.Equal(t, []done{{1, core.OK}}, got)
+	calls := 0
+	r.drv.OnCopy(func() {
+		if calls++; calls == 2 {
+			between(r)
+		}
+	})
+	st, err := r.zcopy(true, []core.IOV{{uintptr(host), n / 2}, {uintptr(host + n/2), n / 2}}, dev, 2)
+	r.drv.OnCopy(nil)
+	require.NoError(t, err)
+	return r, st, want, dev
 }
 
 // Contexts released (cucopy_iface_release_context) while other goroutines
@@ -377,33 +389,16 @@ func TestLanesLimit(t *testing.T) {
 // once progress has popped what finished, the pieces still queued may be
 // joined again. With max_events 1 a refused join would be NO_RESOURCE.
 func TestMultiJoinAfterUnfinishedQuery(t *testing.T) {
-	r := newRig(t, 1, func(p *core.IfaceParams) {
-		p.ThreadMode = core.ThreadMulti
-		p.MaxEvents = 1
+	polled := 0
+	r, st, want, dev := betweenPieces(t, 1, func(r *rig) { // the first piece still runs
+		n, err := r.ifc.Progress()
+		assert.NoError(t, err)
+		polled += n + 1
 	})
-	const n = 4096
-	host, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
-	want := fill(r.drv, host, n, 9)
-	require.Equal(t, core.InProgress, r.put(host, dev, 16, 1))
-	r.drv.Run()
-	_, got := r.progress()
-	require.Equal(t, []done{{1, core.OK}}, got)
-
-	calls, polled := 0, 0
-	r.drv.OnCopy(func() {
-		if calls++; calls == 2 { // between the pieces; the first is still running
-			n, err := r.ifc.Progress()
-			assert.NoError(t, err)
-			polled += n + 1
-		}
-	})
-	st, err := r.zcopy(true, []core.IOV{{uintptr(host), n / 2}, {uintptr(host + n/2), n / 2}}, dev, 2)
-	r.drv.OnCopy(nil)
-	require.NoError(t, err)
 	require.Equal(t, 1, polled, "progress ran between the pieces and completed nothing")
 	require.Equal(t, core.InProgress, st)
 	r.drv.Run()
-	_, got = r.progress()
+	_, got := r.progress()
 	assert.Equal(t, []done{{2, core.OK}}, got)
-	eqBytes(t, want, r.drv.Bytes(dev, n))
+	eqBytes(t, want, r.drv.Bytes(dev, len(want)))
 }
