@@ -71,6 +71,17 @@ static void *cd_resolve(int idx, int driver_version, cd_pfn_cuGetProcAddress_v2 
     return dlsym(cd_lib, cd_entry_symbol[idx]);
 }
 
+/* A load that failed before cuInit ran: forget the table and close the
+ * library again, so that failed attempts leave nothing behind. (After cuInit,
+ * even a failed one, the driver may have started threads: it stays loaded.) */
+static int cd_unload(int rc)
+{
+    memset(&cd, 0, sizeof(cd));
+    dlclose(cd_lib);
+    cd_lib = NULL;
+    return rc;
+}
+
 int cd_load(const char *path, int *driver_version, cdResult *result, char *err, int errlen)
 {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -79,16 +90,18 @@ int cd_load(const char *path, int *driver_version, cdResult *result, char *err, 
         snprintf(err, (size_t)errlen, "%s", why != NULL ? why : "dlopen failed");
         return CD_LOAD_DLOPEN;
     }
+    if (lib == cd_lib)
+        dlclose(lib); /* a retry after a failed cuInit: one reference is enough */
     cd_lib = lib;
     cdResult (*get_version)(int *) = (cdResult(*)(int *))dlsym(lib, "cuDriverGetVersion");
     if (get_version == NULL) {
         snprintf(err, (size_t)errlen, "cuDriverGetVersion");
-        return CD_LOAD_MISSING;
+        return cd_unload(CD_LOAD_MISSING);
     }
     *result = get_version(driver_version);
     if (*result != CD_SUCCESS) {
         snprintf(err, (size_t)errlen, "cuDriverGetVersion");
-        return CD_LOAD_INIT;
+        return cd_unload(CD_LOAD_INIT);
     }
     cd_pfn_cuGetProcAddress_v2 gpa2 = (cd_pfn_cuGetProcAddress_v2)dlsym(lib, "cuGetProcAddress_v2");
     cd_pfn_cuGetProcAddress gpa1 =
@@ -99,7 +112,7 @@ int cd_load(const char *path, int *driver_version, cdResult *result, char *err, 
         *cd_slot_of(i) = cd_resolve(i, *driver_version, gpa2, gpa1);
         if (*cd_slot_of(i) == NULL && cd_entry_use[i] == CD_REQUIRED) {
             snprintf(err, (size_t)errlen, "%s", cd_entry_name[i]);
-            return CD_LOAD_MISSING;
+            return cd_unload(CD_LOAD_MISSING);
         }
     }
     *result = cd.cuInit(0);
