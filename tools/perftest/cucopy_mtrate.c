@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,11 +82,14 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void die(const char *fmt, const char *detail)
+__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "cucopy_mtrate: ");
-    fprintf(stderr, fmt, detail);
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
     exit(1);
 }
 
@@ -356,12 +360,12 @@ int main(int argc, char **argv)
 {
     parse(argc, argv);
     if (testdrv_load() != 0)
-        die("cannot load the CUDA driver%s", "");
+        die("cannot load the CUDA driver");
     if (cucopy_context_create(NULL, &cctx) != CUCOPY_OK)
         die("cucopy_context_create: %s", cucopy_last_error());
     opt.ndev = td.device_count < 16 ? td.device_count : 16;
     if (opt.ndev < 1)
-        die("no CUDA device%s", "");
+        die("no CUDA device");
     for (int d = 0; d < opt.ndev; d++) {
         cdDevice dev;
         TD_CHECK(td.cuDeviceGet(&dev, d));
@@ -372,7 +376,7 @@ int main(int argc, char **argv)
         maxt = opt.threads[i] > maxt ? opt.threads[i] : maxt;
     struct thread *ths = calloc((size_t)maxt, sizeof(*ths));
     if (ths == NULL)
-        die("out of memory%s", "");
+        die("out of memory");
     for (int t = 0; t < maxt; t++) {
         struct thread *th = &ths[t];
         void *h = NULL;
