@@ -44,16 +44,16 @@ func (c *Context) DeviceCount() int { return c.devices }
 // allocated or registered through it is held; a call racing with it on
 // another thread then fails with ErrHandle.
 func (c *Context) Destroy() error {
-	const op = "context_destroy"
+	const api = "context_destroy"
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ifaces > 0 {
-		return errorf(ErrBusy, op, "%d iface(s) still open on this context", c.ifaces)
+		return errorf(ErrBusy, api, "%d iface(s) still open on this context", c.ifaces)
 	}
 	c.mem.mu.Lock()
 	defer c.mem.mu.Unlock()
 	if n, m := len(c.mem.allocs), len(c.mem.regs); n+m > 0 {
-		return errorf(ErrBusy, op, "%d allocation(s) and %d registration(s) still held; free them first", n, m)
+		return errorf(ErrBusy, api, "%d allocation(s) and %d registration(s) still held; free them first", n, m)
 	}
 	c.destroyed = true
 	return nil

@@ -12,7 +12,7 @@ import (
 // freed or invented pointer — becomes ErrInvalid instead of killing the
 // program: Go turns the fault into a panic under SetPanicOnFault, for the
 // calling goroutine only, and it is recovered here.
-func cpuCopy(op string, dst, src, n uint64) (err error) {
+func cpuCopy(api string, dst, src, n uint64) (err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -21,7 +21,7 @@ func cpuCopy(op string, dst, src, n uint64) (err error) {
 			if f, ok := r.(interface{ Addr() uintptr }); ok {
 				addr = f.Addr()
 			}
-			err = errorf(ErrInvalid, op, "host copy [0x%x -> 0x%x, %d bytes] faulted at 0x%x: not mapped host memory (freed, or not a valid address)", src, dst, n, addr)
+			err = errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes] faulted at 0x%x: not mapped host memory (freed, or not a valid address)", src, dst, n, addr)
 		}
 	}()
 	copy(hostBytes(dst, n), hostBytes(src, n))

@@ -9,6 +9,14 @@ import (
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
+// The issuing half of the data path, top to bottom: an endpoint's Short or
+// Zcopy checks its arguments, starts an operation (operation.go), and issues
+// each piece with issuePiece, which calls the driver layer's Copy (one cgo
+// crossing; the protocol is documented on cudadrv.Interface.Copy) until the
+// piece is done, queued or failed, doing the cold work Copy asks for in
+// between (prepare.go). A queued piece is booked in its context's queue by
+// queuePiece; progress.go completes it.
+
 // IOV mirrors cucopy_iov_t: capi views the caller's C array as []IOV.
 type IOV struct {
 	Buffer uintptr
@@ -19,8 +27,8 @@ type IOV struct {
 type Ep struct {
 	iface *Iface
 	lane  int32
-	mu    sync.Mutex // multi-thread: free
-	free  []*opState // finished operations, for reuse
+	mu    sync.Mutex   // multi-thread: free
+	free  []*operation // finished operations, for reuse
 }
 
 // NewEp creates an endpoint.
@@ -34,9 +42,6 @@ func (i *Iface) NewEp() (*Ep, error) {
 	i.nextLane++
 	return e, nil
 }
-
-// Closed says whether the iface is closed.
-func (i *Iface) Closed() bool { return i.closed.Load() }
 
 // Iface is the endpoint's iface.
 func (e *Ep) Iface() *Iface { return e.iface }
@@ -65,30 +70,30 @@ func endpoints(put bool, local, remote uint64) (dst, src uint64) {
 
 // Short copies synchronously.
 func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
-	op := OpName(put, true)
+	api := OpName(put, true)
 	if length == 0 {
 		return nil
 	}
 	if buffer == 0 || remote == 0 {
-		return errorf(ErrInvalid, op, "NULL buffer or remote address with length %d", length)
+		return errorf(ErrInvalid, api, "NULL buffer or remote address with length %d", length)
 	}
 	if uint64(buffer) > math.MaxUint64-length || remote > math.MaxUint64-length {
-		return errorf(ErrInvalid, op, "length %d overflows the address space", length)
+		return errorf(ErrInvalid, api, "length %d overflows the address space", length)
 	}
 	i := e.iface
 	if i.closed.Load() {
-		return errorf(ErrHandle, op, "iface is closed")
+		return errorf(ErrHandle, api, "iface is closed")
 	}
-	var req *opState // multi-thread: an operation, only for its request
+	var holder *operation // multi-thread: an operation, only for its request
 	if i.multi {
-		req = i.newOp(e, 0)
+		holder = i.newOperation(e, 0)
 	}
-	c := i.copyOp(req)
-	*c = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
-	c.Dst, c.Src = endpoints(put, uint64(buffer), remote)
-	_, err := i.issue(op, c, nil)
-	if req != nil {
-		i.recycle(req)
+	req := i.request(holder)
+	*req = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
+	req.Dst, req.Src = endpoints(put, uint64(buffer), remote)
+	_, err := i.issuePiece(api, req, nil)
+	if holder != nil {
+		i.recycle(holder)
 	}
 	return err
 }
@@ -98,9 +103,9 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 // when comp will be completed later (by progress, or by a release or a
 // reset that ends its pieces first), or an error with nothing in flight.
 func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, error) {
-	op := OpName(put, false)
+	api := OpName(put, false)
 	if len(iov) == 0 || len(iov) > MaxIOV {
-		return ErrInvalid, errorf(ErrInvalid, op, "iovcnt %d: want 1 to %d", len(iov), MaxIOV)
+		return ErrInvalid, errorf(ErrInvalid, api, "iovcnt %d: want 1 to %d", len(iov), MaxIOV)
 	}
 	var total uint64
 	for n, v := range iov {
@@ -108,10 +113,10 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 			continue
 		}
 		if v.Buffer == 0 {
-			return ErrInvalid, errorf(ErrInvalid, op, "iov[%d]: NULL buffer with length %d", n, v.Length)
+			return ErrInvalid, errorf(ErrInvalid, api, "iov[%d]: NULL buffer with length %d", n, v.Length)
 		}
 		if uint64(v.Buffer) > math.MaxUint64-v.Length || total > math.MaxUint64-v.Length {
-			return ErrInvalid, errorf(ErrInvalid, op, "iov[%d]: length %d overflows", n, v.Length)
+			return ErrInvalid, errorf(ErrInvalid, api, "iov[%d]: length %d overflows", n, v.Length)
 		}
 		total += v.Length
 	}
@@ -119,56 +124,160 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		return OK, nil
 	}
 	if remote == 0 || remote > math.MaxUint64-total {
-		return ErrInvalid, errorf(ErrInvalid, op, "remote address 0x%x with length %d is invalid", remote, total)
+		return ErrInvalid, errorf(ErrInvalid, api, "remote address 0x%x with length %d is invalid", remote, total)
 	}
 
 	i := e.iface
 	if i.closed.Load() {
-		return ErrHandle, errorf(ErrHandle, op, "iface is closed")
+		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
-	zop := i.newOp(e, comp)
-	c := i.copyOp(zop) // not used after issued(zop): the operation may complete at once
-	var issued [MaxIOV]pieceRef
+	op := i.newOperation(e, comp)
+	req := i.request(op) // not used after endIssue(op): the operation may complete at once
+	var queued [MaxIOV]pieceRef
 	n := int32(0)
 	off := uint64(0)
 	for _, v := range iov {
 		if v.Length == 0 {
 			continue
 		}
-		*c = cudadrv.CopyOp{Len: v.Length, Lane: e.lane}
-		c.Dst, c.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		*req = cudadrv.CopyOp{Len: v.Length, Lane: e.lane}
+		req.Dst, req.Src = endpoints(put, uint64(v.Buffer), remote+off)
 		if n > 0 {
 			// Consecutive pieces on one stream share one event, so an
-			// operation never needs more events than it has runs. The
-			// driver layer joins only while the previous piece is queued
-			// and not yet queried by progress.
-			last := issued[n-1]
-			c.Flags = cudadrv.CopyReuse
-			c.ReuseSlot, c.ReuseKind, c.ReuseEvent, c.ReuseSeq = last.slot, last.kind, last.event, last.seq
+			// operation never needs more events than it has runs
+			// (cudadrv.CopyReuse).
+			last := queued[n-1]
+			req.Flags = cudadrv.CopyReuse
+			req.ReuseSlot, req.ReuseKind, req.ReuseEvent, req.ReuseSeq = last.slot, last.kind, last.event, last.seq
 		}
-		st, err := i.issue(op, c, zop)
+		st, err := i.issuePiece(api, req, op)
 		if err != nil {
-			i.waitQueued(issued[:n], e.lane)
-			zop.abandoned = true
-			i.issued(zop, n)
+			i.waitQueued(queued[:n], e.lane)
+			op.abandoned = true
+			i.endIssue(op, n)
 			return StatusOf(err), err
 		}
 		if st == cudadrv.CopyQueued {
-			issued[n] = pieceRef{slot: c.Slot, kind: c.Kind, id: c.CtxID, event: c.Event, seq: c.ReuseSeq}
+			queued[n] = pieceRef{slot: req.Slot, kind: req.Kind, id: req.CtxID, event: req.Event, seq: req.ReuseSeq}
 			n++
 		}
 		off += v.Length
 	}
-	i.issued(zop, n)
+	i.endIssue(op, n)
 	if n == 0 {
 		return OK, nil // CPU copies only: done
 	}
 	return InProgress, nil
 }
 
-// Flush flushes the endpoint. Its operations share the iface's queues, so
-// this waits for everything issued on the iface before it: a superset of
-// the endpoint's operations.
-func (e *Ep) Flush(comp uintptr) (Status, error) {
-	return e.iface.Flush("ep_flush", comp)
+// request is the CopyOp a copy is issued with: the iface's own on a
+// single-thread iface, else op's, which the issuing call owns. (A sync.Pool
+// missed about once per 300 copies with 8 threads and 32 Ps: a cgo caller's
+// goroutine need not get the same P back on its next call.)
+func (i *Iface) request(op *operation) *cudadrv.CopyOp {
+	if !i.multi {
+		return &i.singleReq
+	}
+	return &op.req
+}
+
+// pieceRef is a queued piece of the operation being issued.
+type pieceRef struct {
+	slot, kind int32
+	id         uint64 // the slot's context id when the piece was queued
+	event      cudadrv.Event
+	seq        uint64 // its sequence number in its queue
+}
+
+// issuePiece runs one copy piece of op (nil for a short copy), doing the
+// cold work the driver layer asks for and retrying. It returns CopyDone,
+// CopyQueued (the piece is in a queue for op, and req.ReuseSeq is its
+// sequence number there), CopyJoined (folded into the previous piece's
+// queue entry), or an error. Multi-thread ifaces take no lock here but the
+// slot's, which the driver layer hands over on CopyQueued and CopyJoined;
+// the cold work takes mu.
+func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation) (cudadrv.CopyStatus, error) {
+	if i.multi {
+		req.Flags |= cudadrv.CopyLock
+	}
+	for {
+		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req)
+		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
+			// Issued, but leaving the copy's context failed (cuCtxPopCurrent).
+			logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, i.drv.Error(req.Err))
+		}
+		switch st {
+		case cudadrv.CopyDone:
+			i.countCopy(req)
+			return st, nil
+		case cudadrv.CopyCPU:
+			if err := cpuCopy(api, req.Dst, req.Src, req.Len); err != nil {
+				return st, err
+			}
+			req.Slot = -1
+			i.countCopy(req)
+			return cudadrv.CopyDone, nil
+		case cudadrv.CopyJoined:
+			// Folded into the operation's previous piece: its queue entry
+			// and event now stand for both.
+			i.countCopy(req)
+			i.unlockSlot(int(req.Slot))
+			return st, nil
+		case cudadrv.CopyQueued:
+			i.queuePiece(req, op)
+			return st, nil
+		case cudadrv.CopyOutOfRange:
+			which, addr := "source", req.Src
+			if req.Side == 1 {
+				which, addr = "destination", req.Dst
+			}
+			return st, errorf(ErrOutOfRange, api, "%s range [0x%x, +%d) crosses the end of its allocation", which, addr, req.Len)
+		case cudadrv.CopyDriverError:
+			return st, driverError(api, "", i.drv.Error(req.Err))
+		default:
+			if err := i.prepare(api, st, req); err != nil {
+				return st, err
+			}
+		}
+	}
+}
+
+// queuePiece books a piece the driver layer queued for op and refills the
+// slot's free event, under the slot's lock that Copy handed over; it
+// releases it (also if it panics).
+func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation) {
+	s := int(req.Slot)
+	defer i.unlockSlot(s)
+	r := &i.res[s]
+	q := &r.queues[req.Kind]
+	q.push(req.Event, op)
+	req.ReuseSeq = q.issued
+	i.slots[s].Event = 0
+	if n := len(r.free); n > 0 {
+		i.slots[s].Event = r.free[n-1]
+		r.free = r.free[:n-1]
+	}
+	i.countCopy(req)
+}
+
+// waitQueued waits for pieces already issued by an operation that then
+// failed, so that an error return never leaves a copy running on the
+// caller's buffers. The pieces still complete through progress. A slot
+// released meanwhile waited for them itself; one dropped has no copies.
+func (i *Iface) waitQueued(queued []pieceRef, lane int32) {
+	if len(queued) == 0 {
+		return
+	}
+	i.lock()
+	defer i.unlock()
+	for _, p := range queued {
+		r := &i.res[p.slot]
+		stream := i.slots[p.slot].Stream[p.kind]
+		if id, ctx, l := i.slots[p.slot].Identity(); id != p.id || ctx != r.ctx || l != lane || stream == 0 {
+			continue // released (it waited for them) or dropped, maybe reused since
+		}
+		if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil {
+			logf(LogWarn, "waiting for a failed operation's pieces on device %d: %v", r.device, err)
+		}
+	}
 }

@@ -846,27 +846,27 @@ func TestPre12ResetWithReactivation(t *testing.T) {
 	assert.Empty(t, r.drv.Violations(), "the dead incarnation's stream was used")
 }
 
-// An iface holds resources in at most core.MaxContexts contexts: one more
+// An iface holds resources in at most core.MaxSlots contexts: one more
 // gets NO_RESOURCE with a message that says what to do, and releasing one
 // makes room (its slot is reused).
 func TestContextLimit(t *testing.T) {
 	r := newRig(t, 1)
 	host := r.drv.Pageable(64)
-	ctxs := make([]cudadrv.Context, core.MaxContexts+1)
+	ctxs := make([]cudadrv.Context, core.MaxSlots+1)
 	devs := make([]uint64, len(ctxs))
 	for k := range ctxs {
 		ctxs[k] = r.drv.CreateContext(0)
 		devs[k] = r.drv.AllocCtx(ctxs[k], 64)
 	}
-	for k := 0; k < core.MaxContexts; k++ {
+	for k := 0; k < core.MaxSlots; k++ {
 		require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[k]), "context %d", k)
 	}
-	err := r.ep.Short(true, uintptr(host), 64, devs[core.MaxContexts])
+	err := r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots])
 	errStatus(t, core.ErrNoResource, err)
 	assert.Contains(t, err.Error(), "release")
 	require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(ctxs[5])))
-	require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[core.MaxContexts]))
-	assert.Equal(t, core.InProgress, r.put(host, devs[core.MaxContexts], 64, 1))
+	require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots]))
+	assert.Equal(t, core.InProgress, r.put(host, devs[core.MaxSlots], 64, 1))
 	r.drv.Run()
 	_, got := r.progress()
 	assert.Equal(t, []done{{1, core.OK}}, got)

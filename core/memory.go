@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/cucopy/cucopy/cudadrv"
@@ -88,13 +85,13 @@ func allDevices(n int) uint64 {
 // MemQuery says what [addr, addr+length) is. It never changes the calling
 // thread's current context.
 func (c *Context) MemQuery(addr, length uint64) (MemAttr, error) {
-	const op = "mem_query"
+	const api = "mem_query"
 	if length > 0 && addr > math.MaxUint64-length {
-		return MemAttr{}, errorf(ErrInvalid, op, "range 0x%x + %d overflows", addr, length)
+		return MemAttr{}, errorf(ErrInvalid, api, "range 0x%x + %d overflows", addr, length)
 	}
 	info, err := c.drv.MemQuery(addr, c.devices)
 	if err != nil {
-		return MemAttr{}, driverError(op, fmt.Sprintf("querying 0x%x", addr), err)
+		return MemAttr{}, driverError(api, fmt.Sprintf("querying 0x%x", addr), err)
 	}
 	a := MemAttr{Device: -1, PreferredLocation: LocationNone, ContextID: info.CtxID, Base: info.Start, Length: info.Size}
 	switch {
@@ -141,7 +138,7 @@ func (c *Context) MemQuery(addr, length uint64) (MemAttr, error) {
 	}
 	if a.Type != MemHost || a.Pinned {
 		if a.Length > 0 && length > 0 && (addr < a.Base || length > a.Length-(addr-a.Base)) {
-			return a, errorf(ErrOutOfRange, op, "range [0x%x, +%d) crosses the end of its allocation [0x%x, +%d)", addr, length, a.Base, a.Length)
+			return a, errorf(ErrOutOfRange, api, "range [0x%x, +%d) crosses the end of its allocation [0x%x, +%d)", addr, length, a.Base, a.Length)
 		}
 	}
 	c.mem.mu.Lock()
@@ -162,15 +159,15 @@ func (c *Context) MemQuery(addr, length uint64) (MemAttr, error) {
 // the caller's current context when it is on the wanted device (or no
 // device is wanted), else the device's primary context if it is active or
 // activate allows retaining it. owns says a retain was taken.
-func (c *Context) allocContext(op string, device int, activate bool) (ctx cudadrv.Context, dev int, owns bool, err error) {
+func (c *Context) allocContext(api string, device int, activate bool) (ctx cudadrv.Context, dev int, owns bool, err error) {
 	cur, err := c.drv.CurrentContext()
 	if err != nil {
-		return 0, 0, false, driverError(op, "reading the current context", err)
+		return 0, 0, false, driverError(api, "reading the current context", err)
 	}
 	if cur != 0 {
 		curDev, err := c.drv.ContextDevice(cur)
 		if err != nil {
-			return 0, 0, false, driverError(op, "the current context's device", err)
+			return 0, 0, false, driverError(api, "the current context's device", err)
 		}
 		if device < 0 || device == curDev {
 			return cur, curDev, false, nil
@@ -185,22 +182,22 @@ func (c *Context) allocContext(op string, device int, activate bool) (ctx cudadr
 			}
 		}
 		if device < 0 {
-			return 0, 0, false, errorf(ErrNoDevice, op, "no current CUDA context, no device given and no active primary context")
+			return 0, 0, false, errorf(ErrNoDevice, api, "no current CUDA context, no device given and no active primary context")
 		}
 	}
 	if device >= c.devices {
-		return 0, 0, false, errorf(ErrInvalid, op, "device %d: the driver shows %d device(s)", device, c.devices)
+		return 0, 0, false, errorf(ErrInvalid, api, "device %d: the driver shows %d device(s)", device, c.devices)
 	}
 	active, err := c.drv.PrimaryActive(device)
 	if err != nil {
-		return 0, 0, false, driverError(op, fmt.Sprintf("primary context state of device %d", device), err)
+		return 0, 0, false, driverError(api, fmt.Sprintf("primary context state of device %d", device), err)
 	}
 	if !active && !activate {
-		return 0, 0, false, errorf(ErrNoDevice, op, "the primary context of device %d is not active; cucopy does not activate it without CUCOPY_MEM_ALLOC_FLAG_ACTIVATE", device)
+		return 0, 0, false, errorf(ErrNoDevice, api, "the primary context of device %d is not active; cucopy does not activate it without CUCOPY_MEM_ALLOC_FLAG_ACTIVATE", device)
 	}
 	ctx, err = c.drv.PrimaryRetain(device)
 	if err != nil {
-		return 0, 0, false, driverError(op, fmt.Sprintf("retaining the primary context of device %d", device), err)
+		return 0, 0, false, driverError(api, fmt.Sprintf("retaining the primary context of device %d", device), err)
 	}
 	return ctx, device, true, nil
 }
@@ -214,12 +211,12 @@ func (c *Context) releasePrimary(dev int) {
 // MemAlloc allocates length bytes of typ on device (-1: the current
 // context's device).
 func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64) (uint64, error) {
-	const op = "mem_alloc"
+	const api = "mem_alloc"
 	if length == 0 {
-		return 0, errorf(ErrInvalid, op, "length 0")
+		return 0, errorf(ErrInvalid, api, "length 0")
 	}
 	kind := map[MemType]cudadrv.MemKind{MemCUDA: cudadrv.MemDevice, MemCUDAManaged: cudadrv.MemManaged, MemHost: cudadrv.MemHost}[typ]
-	ctx, dev, owns, err := c.allocContext(op, device, activate)
+	ctx, dev, owns, err := c.allocContext(api, device, activate)
 	if err != nil {
 		return 0, err
 	}
@@ -230,9 +227,9 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		}
 		var r *cudadrv.Result
 		if errors.As(err, &r) && r.Code == 2 { // CUDA_ERROR_OUT_OF_MEMORY
-			return 0, &Error{Status: ErrNoMemory, Op: op, Msg: fmt.Sprintf("%d bytes on device %d", length, dev), Err: err}
+			return 0, &Error{Status: ErrNoMemory, Op: api, Msg: fmt.Sprintf("%d bytes on device %d", length, dev), Err: err}
 		}
-		return 0, driverError(op, fmt.Sprintf("%d bytes on device %d", length, dev), err)
+		return 0, driverError(api, fmt.Sprintf("%d bytes on device %d", length, dev), err)
 	}
 	a := &allocation{kind: kind, ctx: ctx, device: dev, length: length, primary: owns, ownsPrimary: owns}
 	if !owns {
@@ -257,7 +254,7 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		if a.ownsPrimary {
 			c.releasePrimary(dev)
 		}
-		return 0, errorf(ErrHandle, op, "the context was destroyed during the call")
+		return 0, errorf(ErrHandle, api, "the context was destroyed during the call")
 	}
 	return ptr, nil
 }
@@ -295,7 +292,7 @@ func (c *Context) primaryGone(dev int, ctx cudadrv.Context, id uint64) bool {
 
 // MemFree frees memory from MemAlloc.
 func (c *Context) MemFree(addr uint64) error {
-	const op = "mem_free"
+	const api = "mem_free"
 	// The record is taken out first, so that a racing free of the same
 	// address finds nothing instead of freeing twice.
 	c.mem.mu.Lock()
@@ -303,7 +300,7 @@ func (c *Context) MemFree(addr uint64) error {
 	delete(c.mem.allocs, addr)
 	c.mem.mu.Unlock()
 	if !ok {
-		return errorf(ErrInvalid, op, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
+		return errorf(ErrInvalid, api, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
 	}
 	if a.primary && c.primaryGone(a.device, a.ctx, a.ctxID) {
 		logf(LogInfo, "mem_free: 0x%x went with the reset of device %d's primary context", addr, a.device)
@@ -312,7 +309,7 @@ func (c *Context) MemFree(addr uint64) error {
 		c.mem.mu.Lock()
 		c.mem.allocs[addr] = a
 		c.mem.mu.Unlock()
-		return driverError(op, fmt.Sprintf("0x%x on device %d", addr, a.device), err)
+		return driverError(api, fmt.Sprintf("0x%x on device %d", addr, a.device), err)
 	}
 	if a.ownsPrimary {
 		c.releasePrimary(a.device) // allowed after a reset too
@@ -322,24 +319,24 @@ func (c *Context) MemFree(addr uint64) error {
 
 // MemReg pins a host range for every context.
 func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, error) {
-	const op = "mem_reg"
+	const api = "mem_reg"
 	if flags != 0 {
-		return nil, errorf(ErrInvalid, op, "unknown flags 0x%x", flags)
+		return nil, errorf(ErrInvalid, api, "unknown flags 0x%x", flags)
 	}
 	if addr == 0 || length == 0 || addr > math.MaxUint64-length {
-		return nil, errorf(ErrInvalid, op, "range 0x%x + %d is empty or overflows", addr, length)
+		return nil, errorf(ErrInvalid, api, "range 0x%x + %d is empty or overflows", addr, length)
 	}
 	info, err := c.drv.MemQuery(addr, c.devices)
 	if err != nil {
-		return nil, driverError(op, fmt.Sprintf("querying 0x%x", addr), err)
+		return nil, driverError(api, fmt.Sprintf("querying 0x%x", addr), err)
 	}
 	if info.Managed != 0 || info.Type == cudadrv.MemoryTypeDevice {
-		return nil, errorf(ErrInvalid, op, "0x%x is device or managed memory; only host memory can be registered", addr)
+		return nil, errorf(ErrInvalid, api, "0x%x is device or managed memory; only host memory can be registered", addr)
 	}
 	if info.Type == cudadrv.MemoryTypeHost {
-		return nil, errorf(ErrAlreadyExists, op, "0x%x is already pinned (cuMemHostAlloc or registered)", addr)
+		return nil, errorf(ErrAlreadyExists, api, "0x%x is already pinned (cuMemHostAlloc or registered)", addr)
 	}
-	ctx, dev, owns, err := c.allocContext(op, -1, false)
+	ctx, dev, owns, err := c.allocContext(api, -1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -349,9 +346,9 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 		}
 		var r *cudadrv.Result
 		if errors.As(err, &r) && r.Code == cudadrv.ErrorHostMemoryAlreadyRegistered {
-			return nil, &Error{Status: ErrAlreadyExists, Op: op, Msg: fmt.Sprintf("[0x%x, +%d) overlaps a registered range", addr, length), Err: err}
+			return nil, &Error{Status: ErrAlreadyExists, Op: api, Msg: fmt.Sprintf("[0x%x, +%d) overlaps a registered range", addr, length), Err: err}
 		}
-		return nil, driverError(op, fmt.Sprintf("[0x%x, +%d)", addr, length), err)
+		return nil, driverError(api, fmt.Sprintf("[0x%x, +%d)", addr, length), err)
 	}
 	reg := &Registration{addr: addr, length: length, device: dev, ownsPrimary: owns}
 	c.mem.mu.Lock()
@@ -361,13 +358,13 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 	}
 	c.mem.mu.Unlock()
 	if destroyed {
-		if err := c.unregister(op, reg); err != nil {
+		if err := c.unregister(api, reg); err != nil {
 			logf(LogWarn, "mem_reg: unregistering 0x%x after a racing context_destroy: %v", addr, err)
 		}
 		if owns {
 			c.releasePrimary(dev)
 		}
-		return nil, errorf(ErrHandle, op, "the context was destroyed during the call")
+		return nil, errorf(ErrHandle, api, "the context was destroyed during the call")
 	}
 	return reg, nil
 }
@@ -375,15 +372,15 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 // MemDereg unpins a range from MemReg. A registration that is already gone
 // (its context reset or destroyed) is forgotten without error.
 func (c *Context) MemDereg(reg *Registration) error {
-	const op = "mem_dereg"
+	const api = "mem_dereg"
 	c.mem.mu.Lock()
 	_, ok := c.mem.regs[reg]
 	delete(c.mem.regs, reg) // taken out first, as in MemFree
 	c.mem.mu.Unlock()
 	if !ok {
-		return errorf(ErrInvalid, op, "the registration is not held by this context: it was made through another cucopy context, or another thread is releasing it")
+		return errorf(ErrInvalid, api, "the registration is not held by this context: it was made through another cucopy context, or another thread is releasing it")
 	}
-	if err := c.unregister(op, reg); err != nil {
+	if err := c.unregister(api, reg); err != nil {
 		// Still registered: the record goes back, the call can be repeated.
 		c.mem.mu.Lock()
 		c.mem.regs[reg] = struct{}{}
@@ -399,8 +396,8 @@ func (c *Context) MemDereg(reg *Registration) error {
 // unregister unpins reg's range through a live context, never the
 // registering one: the program may have destroyed or reset it, and then the
 // registration went with it (no live context, or NOT_REGISTERED: done).
-func (c *Context) unregister(op string, reg *Registration) error {
-	ctx, dev, owns, err := c.allocContext(op, -1, false)
+func (c *Context) unregister(api string, reg *Registration) error {
+	ctx, dev, owns, err := c.allocContext(api, -1, false)
 	if StatusOf(err) == ErrNoDevice {
 		logf(LogInfo, "mem_dereg: no live context; [0x%x, +%d) went with its context", reg.addr, reg.length)
 		return nil
@@ -418,147 +415,7 @@ func (c *Context) unregister(op string, reg *Registration) error {
 		return nil
 	}
 	if err != nil {
-		return driverError(op, fmt.Sprintf("[0x%x, +%d)", reg.addr, reg.length), err)
+		return driverError(api, fmt.Sprintf("[0x%x, +%d)", reg.addr, reg.length), err)
 	}
 	return nil
-}
-
-// DeviceAttr is what one device is (cucopy_device_attr_t).
-type DeviceAttr struct {
-	Name          string
-	UUID          [16]byte
-	PCIBusID      string
-	NUMANode      int
-	TotalMemory   uint64
-	CCMajor       int
-	CCMinor       int
-	PeerMask      uint64
-	PrimaryActive bool
-}
-
-// Device attribute bits for DeviceQuery (CUCOPY_DEVICE_ATTR_*).
-const (
-	DevAttrName = 1 << iota
-	DevAttrUUID
-	DevAttrPCIBusID
-	DevAttrNUMANode
-	DevAttrMemory
-	DevAttrComputeCapability
-	DevAttrPeers
-	DevAttrPrimaryActive
-)
-
-// DeviceQuery reads the fields of mask for device dev.
-func (c *Context) DeviceQuery(dev int, mask uint64) (DeviceAttr, error) {
-	const op = "device_query"
-	var a DeviceAttr
-	if dev < 0 || dev >= c.devices {
-		return a, errorf(ErrInvalid, op, "device %d: the driver shows %d device(s)", dev, c.devices)
-	}
-	var err error
-	wrap := func(what string, e error) error { return driverError(op, fmt.Sprintf("%s of device %d", what, dev), e) }
-	if mask&DevAttrName != 0 {
-		if a.Name, err = c.drv.DeviceName(dev); err != nil {
-			return a, wrap("name", err)
-		}
-	}
-	if mask&DevAttrUUID != 0 {
-		if a.UUID, err = c.drv.DeviceUUID(dev); err != nil {
-			return a, wrap("UUID", err)
-		}
-	}
-	if mask&(DevAttrPCIBusID|DevAttrNUMANode) != 0 {
-		if a.PCIBusID, err = c.drv.DevicePCIBusID(dev); err != nil {
-			return a, wrap("PCI bus id", err)
-		}
-		a.PCIBusID = strings.ToLower(a.PCIBusID)
-		a.NUMANode = numaNode(a.PCIBusID)
-	}
-	if mask&DevAttrMemory != 0 {
-		if a.TotalMemory, err = c.drv.DeviceTotalMem(dev); err != nil {
-			return a, wrap("memory size", err)
-		}
-	}
-	if mask&DevAttrComputeCapability != 0 {
-		if a.CCMajor, err = c.drv.DeviceAttribute(dev, cudadrv.AttrComputeCapabilityMaj); err != nil {
-			return a, wrap("compute capability", err)
-		}
-		if a.CCMinor, err = c.drv.DeviceAttribute(dev, cudadrv.AttrComputeCapabilityMin); err != nil {
-			return a, wrap("compute capability", err)
-		}
-	}
-	if mask&DevAttrPeers != 0 {
-		for p := 0; p < c.devices && p < 64; p++ {
-			if p == dev {
-				continue
-			}
-			can, err := c.drv.CanAccessPeer(dev, p)
-			if err != nil {
-				return a, wrap(fmt.Sprintf("peer access to device %d", p), err)
-			}
-			if can {
-				a.PeerMask |= 1 << uint(p)
-			}
-		}
-	}
-	if mask&DevAttrPrimaryActive != 0 {
-		if a.PrimaryActive, err = c.drv.PrimaryActive(dev); err != nil {
-			return a, wrap("primary context state", err)
-		}
-	}
-	return a, nil
-}
-
-// numaNode reads the host NUMA node of a PCI device from sysfs; -1 if unknown.
-func numaNode(busID string) int {
-	b, err := os.ReadFile("/sys/bus/pci/devices/" + busID + "/numa_node")
-	if err != nil {
-		return -1
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
-}
-
-// PeerAttr is what the driver says of an ordered device pair (cucopy_peer_attr_t).
-type PeerAttr struct {
-	CanAccess       bool
-	AccessSupported bool
-	NativeAtomics   bool
-	PerformanceRank int
-}
-
-// PeerQuery reads the driver's peer attributes of (dev, peer).
-func (c *Context) PeerQuery(dev, peer int) (PeerAttr, error) {
-	const op = "device_peer_query"
-	var a PeerAttr
-	if dev < 0 || dev >= c.devices || peer < 0 || peer >= c.devices || dev == peer {
-		return a, errorf(ErrInvalid, op, "device pair (%d, %d): want two different devices of %d", dev, peer, c.devices)
-	}
-	var err error
-	if a.CanAccess, err = c.drv.CanAccessPeer(dev, peer); err != nil {
-		return a, driverError(op, "peer access", err)
-	}
-	attr := func(which int) (int, error) {
-		v, err := c.drv.P2PAttribute(dev, peer, which)
-		if err != nil {
-			return 0, driverError(op, fmt.Sprintf("P2P attribute %d of (%d, %d)", which, dev, peer), err)
-		}
-		return v, nil
-	}
-	v, err := attr(cudadrv.P2PAccessSupported)
-	if err != nil {
-		return a, err
-	}
-	a.AccessSupported = v != 0
-	if v, err = attr(cudadrv.P2PNativeAtomics); err != nil {
-		return a, err
-	}
-	a.NativeAtomics = v != 0
-	if a.PerformanceRank, err = attr(cudadrv.P2PPerformanceRank); err != nil {
-		return a, err
-	}
-	return a, nil
 }

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+// Flush snapshots, for every queue with pieces in flight, the sequence
+// number of its last piece; the flush's completion becomes ready (with the
+// operations' completions, progress.go) once every snapshot is reached.
+
+// flushReq is a flush waiting for its targets.
+type flushReq struct {
+	comp    uintptr
+	targets []flushTarget
+}
+
+// flushTarget: queue kind of slot slot has popped seq pieces.
+type flushTarget struct {
+	slot, kind int
+	seq        uint64
+}
+
+// Flush returns OK when nothing is outstanding, else InProgress, with comp
+// (if non-zero) completed once everything issued before has completed.
+func (i *Iface) Flush(api string, comp uintptr) (Status, error) {
+	i.lock()
+	defer i.unlock()
+	if i.closed.Load() {
+		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
+	}
+	var targets []flushTarget
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
+		for k := range r.queues {
+			q := &r.queues[k]
+			i.lockSlot(s)
+			count, seq := q.count, q.issued
+			i.unlockSlot(s)
+			if count > 0 {
+				if comp == 0 {
+					return InProgress, nil // nothing to record: polling allocates nothing
+				}
+				targets = append(targets, flushTarget{slot: s, kind: k, seq: seq})
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return OK, nil
+	}
+	i.lockFlushes()
+	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
+	i.nflushes.Store(int32(len(i.flushes)))
+	i.unlockFlushes()
+	return InProgress, nil
+}
+
+// Flush flushes the endpoint. Its operations share the iface's queues, so
+// this waits for everything issued on the iface before it: a superset of
+// the endpoint's operations.
+func (e *Ep) Flush(comp uintptr) (Status, error) {
+	return e.iface.Flush("ep_flush", comp)
+}
+
+// completeFlushes makes ready the flushes whose targets are reached. A
+// released or dropped slot popped all of its pieces, so its targets are
+// reached too.
+func (i *Iface) completeFlushes() {
+	if i.nflushes.Load() == 0 {
+		return
+	}
+	i.lockFlushes()
+	defer i.unlockFlushes()
+	kept := i.flushes[:0]
+	for _, f := range i.flushes {
+		if i.reached(f.targets) {
+			i.makeReady(f.comp, OK)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	i.flushes = kept
+	i.nflushes.Store(int32(len(kept)))
+}
+
+// reached says whether every target's queue has popped its pieces.
+func (i *Iface) reached(targets []flushTarget) bool {
+	for _, t := range targets {
+		i.lockSlot(t.slot)
+		done := i.res[t.slot].queues[t.kind].done
+		i.unlockSlot(t.slot)
+		if done < t.seq {
+			return false
+		}
+	}
+	return true
+}

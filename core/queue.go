@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+import "github.com/cucopy/cucopy/cudadrv"
+
+// eventQueue is a FIFO of zcopy pieces on one stream, each with its event
+// and its operation: two rings of the same capacity, grown by doubling.
+// Issuers push under the slot's lock (ep.go); only the holder of the
+// slot's claim pops (progress.go, slots.go). A piece's sequence number is
+// issued after its push; the counters never go back, not even when the
+// slot is reused, so an old sequence number never names a new piece.
+type eventQueue struct {
+	events       []cudadrv.Event
+	ops          []*operation
+	head, count  int
+	issued, done uint64 // pieces pushed and popped so far
+}
+
+func (q *eventQueue) push(ev cudadrv.Event, op *operation) {
+	if q.count == len(q.events) {
+		n := 2 * len(q.events)
+		if n == 0 {
+			n = 16
+		}
+		events := make([]cudadrv.Event, n)
+		ops := make([]*operation, n)
+		for j := 0; j < q.count; j++ {
+			events[j] = q.events[(q.head+j)%len(q.events)]
+			ops[j] = q.ops[(q.head+j)%len(q.ops)]
+		}
+		q.events, q.ops, q.head = events, ops, 0
+	}
+	tail := (q.head + q.count) % len(q.events)
+	q.events[tail] = ev
+	q.ops[tail] = op
+	q.count++
+	q.issued++
+}
+
+// segment is the longest run of queued events, oldest first, that is
+// contiguous in the ring, capped at max.
+func (q *eventQueue) segment(max int) []cudadrv.Event {
+	n := min(q.count, len(q.events)-q.head, max)
+	return q.events[q.head : q.head+n]
+}
+
+// headEvent is the oldest queued piece's event, 0 when the queue is empty.
+func (q *eventQueue) headEvent() cudadrv.Event {
+	if q.count == 0 {
+		return 0
+	}
+	return q.events[q.head]
+}
+
+func (q *eventQueue) pop() (cudadrv.Event, *operation) {
+	ev, op := q.events[q.head], q.ops[q.head]
+	q.ops[q.head] = nil
+	q.head = (q.head + 1) % len(q.events)
+	q.count--
+	q.done++
+	return ev, op
+}

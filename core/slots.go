@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+// The slot table: per (CUDA context, lane) the iface has seen, a slot —
+// cudadrv.Slot, what the copy hot path reads, and ctxResources, the rest —
+// at the same index of two fixed arrays that never move.
+//
+// A slot's life:
+//
+//	          addSlot              hideSlot               retireSlot
+//	(unused) ────────► live ───────────────► hidden ──────────────────► tombstone
+//	                    ▲    (by releaseSlot or dropSlot)                  │
+//	                    └───────────── addSlot reuses it ──────────────────┘
+//
+//   - live: its identity (context id, handle, lane) is set; copies find it
+//     without a lock and issue under its lock word.
+//   - hidden: no lookup matches it; only the holder of mu (and of its claim)
+//     touches it. A release that fails leaves it hidden, for another attempt.
+//   - tombstone (ctxResources.dead): empty; its queues' counters stay, so the
+//     flushes and sequence numbers that named its pieces stay settled.
+//
+// Two ways from live to tombstone:
+//   - releaseSlot (cucopy_iface_release_context, close): the context is
+//     alive; its streams are synchronized, its pieces complete normally, its
+//     streams and events are destroyed, the primary retain is given back.
+//   - dropSlot (the incarnation ended: a reset, the driver deinitialized, a
+//     stale handle on a driver without cuCtxGetId): nothing is called on the
+//     dead context; its pieces fail with CUCOPY_ERR_CANCELED. dropEnded is
+//     dropSlot for progress, which found the end without mu.
+
+// MaxSlots is how many slots, i.e. (CUDA context, lane) pairs, one iface
+// holds resources in at once; a released or ended context's slots are
+// reused.
+const MaxSlots = 128
+
+// ctxResources is one slot's resources beyond cudadrv.Slot. The identity
+// (ctx to dead) changes under mu and the slot's lock, and a live slot dies
+// only under its claim too; events, free and queues change under the slot's
+// lock, pops only under the claim (and, once the slot is hidden from copies,
+// under mu and the claim alone); the statistics are atomic.
+type ctxResources struct {
+	ctx         cudadrv.Context
+	id          uint64
+	device      int
+	ownsPrimary bool // we hold a retain on ctx, the device's primary context
+	dead        bool // a tombstone: the context was released or ended
+	events      int  // events created (in queues, free, or in the slot)
+	free        []cudadrv.Event
+	queues      [cudadrv.NumAsyncKinds]eventQueue
+	ops, bytes  [cudadrv.NumKinds]atomic.Uint64
+	polling     atomic.Bool // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
+}
+
+// incarnation is slot s's incarnation as the driver layer checks it; under
+// mu or the claim.
+func (i *Iface) incarnation(s int) cudadrv.Incarnation {
+	r := &i.res[s]
+	dev := int32(-1)
+	if r.ownsPrimary {
+		dev = int32(r.device)
+	}
+	return cudadrv.Incarnation{Ctx: r.ctx, ID: r.id, Canary: i.slots[s].Canary, CanaryID: i.slots[s].CanaryID, PrimaryDevice: dev}
+}
+
+// findSlot is the slot of context (id, ctx)'s lane, -1 if none; under mu.
+func (i *Iface) findSlot(id uint64, ctx cudadrv.Context, lane int32) int {
+	for s := range int(i.nslots.Load()) {
+		if sid, sctx, slane := i.slots[s].Identity(); sid == id && sctx == ctx && slane == lane {
+			return s
+		}
+	}
+	return -1
+}
+
+// addSlot makes a slot for a context's lane seen for the first time; under
+// mu. When ctx is its device's primary context, a retain is held so that
+// the program releasing its own retain cannot destroy the context under our
+// resources.
+func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) (int, error) {
+	s := int(i.nslots.Load())
+	for t := range s {
+		if i.res[t].dead {
+			s = t
+			break
+		}
+	}
+	if s == len(i.slots) {
+		return -1, errorf(ErrNoResource, api, "the iface already holds resources in %d CUDA contexts (lanes counted apart); release some (cucopy_iface_release_context)", len(i.slots))
+	}
+	dev, err := i.drv.ContextDevice(ctx)
+	if err != nil {
+		return -1, driverError(api, "querying the device of a context", err)
+	}
+	owns := false
+	if active, err := i.drv.PrimaryActive(dev); err == nil && active {
+		if p, err := i.drv.PrimaryRetain(dev); err == nil {
+			if p == ctx {
+				owns = true
+			} else if err := i.drv.PrimaryRelease(dev); err != nil {
+				logf(LogWarn, "releasing the primary context of device %d: %v", dev, err)
+			}
+		}
+	}
+	var canary, canaryID uint64
+	if !i.drv.HasCtxID() {
+		canary, canaryID = i.canary(ctx)
+	}
+	// A slot past nslots is invisible to copies until nslots grows; a
+	// tombstone may be looked at, so it is filled under its lock, the
+	// identity last.
+	i.lockSlot(s)
+	r := &i.res[s]
+	r.ctx, r.id, r.device, r.ownsPrimary, r.dead = ctx, id, dev, owns, false
+	slot := &i.slots[s]
+	slot.Device, slot.Canary, slot.CanaryID = int32(dev), canary, canaryID
+	slot.SetIdentity(id, ctx, lane)
+	i.unlockSlot(s)
+	if s == int(i.nslots.Load()) {
+		i.nslots.Store(int32(s + 1))
+	}
+	logf(LogDebug, "new context: device %d, context id %d, lane %d, slot %d", dev, id, lane, s)
+	return s, nil
+}
+
+// canary makes the generation marker of a context on drivers without
+// cuCtxGetId: a 1-byte allocation whose BUFFER_ID (never reused) lives
+// exactly as long as the context's incarnation. Without one (allocation
+// failed) the slot is keyed by handle alone, as before.
+func (i *Iface) canary(ctx cudadrv.Context) (uint64, uint64) {
+	p, err := i.drv.MemAlloc(ctx, cudadrv.MemDevice, 1)
+	if err != nil {
+		logf(LogWarn, "no generation canary for a context (%v): a reset or a reused handle will not be detected there", err)
+		return 0, 0
+	}
+	info, err := i.drv.MemQuery(p, i.ctx.devices)
+	if err != nil || info.BufferID == 0 {
+		logf(LogWarn, "no BUFFER_ID for the generation canary (%v)", err)
+		_ = i.drv.MemFree(ctx, cudadrv.MemDevice, p)
+		return 0, 0
+	}
+	return p, info.BufferID
+}
+
+// ReleaseContext releases, now, everything the iface holds in the context
+// with id (cucopy_iface_release_context): call it before destroying a
+// context the program created. Copies in flight there complete first. An id
+// the iface holds nothing for is not an error.
+func (i *Iface) ReleaseContext(id uint64) error {
+	const api = "iface_release_context"
+	i.lock()
+	defer i.unlock()
+	if i.closed.Load() {
+		return errorf(ErrHandle, api, "iface is closed")
+	}
+	for s := range int(i.nslots.Load()) {
+		if r := &i.res[s]; !r.dead && r.id == id {
+			if errs := i.releaseSlot(s); len(errs) > 0 {
+				return &Error{Status: ErrCUDA, Op: api, Msg: fmt.Sprintf("context id %d", id), Err: errors.Join(errs...)}
+			}
+		}
+	}
+	return nil
+}
+
+// releaseSlot takes live (or hidden) slot s to a tombstone through the
+// driver: it waits for the slot's copies, completes its pieces, destroys
+// its streams and events and gives back its primary-context retain. What
+// fails to be released stays recorded, the slot stays hidden, and the
+// errors are returned for another attempt. If the context's incarnation
+// has ended, nothing is called on it: dropSlot. Under mu.
+func (i *Iface) releaseSlot(s int) []error {
+	r := &i.res[s]
+	if r.dead {
+		return nil
+	}
+	slot := &i.slots[s]
+	if (r.ownsPrimary || slot.Canary != 0) && i.drv.Gone(i.incarnation(s)) {
+		i.dropSlot(s, ErrCanceled)
+		return nil
+	}
+	i.claim(s)
+	defer i.unclaim(s)
+	i.hideSlot(s)
+	pieces := OK // how the pieces in flight ended
+	for _, stream := range slot.Stream {
+		// A sick context (a sticky error) cannot be synchronized: its
+		// copies failed. That is their status, not a release error.
+		if stream != 0 {
+			if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil && !deinitialized(err) {
+				logf(LogInfo, "synchronizing a stream of device %d (context id %d) before release: %v", r.device, r.id, err)
+				pieces = ErrCUDA
+			}
+		}
+	}
+	i.endQueued(s, pieces, true) // their streams were synchronized
+	if errs := i.destroyResources(s); len(errs) > 0 {
+		return errs
+	}
+	i.retireSlot(s)
+	return nil
+}
+
+// destroyResources destroys hidden slot s's events, streams and canary and
+// gives back its primary retain; what fails stays recorded. Under mu and
+// the claim.
+func (i *Iface) destroyResources(s int) []error {
+	r := &i.res[s]
+	slot := &i.slots[s]
+	var errs []error
+	failed := func(what string, err error) bool {
+		if err == nil || deinitialized(err) {
+			return false
+		}
+		if sticky(err) { // released by the program's reset of the sick context
+			logf(LogInfo, "%s on device %d (context id %d, sick): %v; left to the context's reset", what, r.device, r.id, err)
+			return false
+		}
+		errs = append(errs, fmt.Errorf("%s on device %d: %w", what, r.device, err))
+		return true
+	}
+	if slot.Event != 0 {
+		r.free = append(r.free, slot.Event)
+		slot.Event = 0
+	}
+	kept := r.free[:0]
+	for _, ev := range r.free {
+		if failed("destroying an event", i.drv.EventDestroy(r.ctx, ev)) {
+			kept = append(kept, ev)
+		}
+	}
+	r.free = kept
+	r.events = len(kept) // the queues are empty: the kept ones are all it still has
+	for k, stream := range slot.Stream {
+		if stream != 0 && !failed("destroying a stream", i.drv.StreamDestroy(r.ctx, stream)) {
+			slot.Stream[k] = 0
+		}
+	}
+	if slot.Canary != 0 && !failed("freeing the generation canary", i.drv.MemFree(r.ctx, cudadrv.MemDevice, slot.Canary)) {
+		slot.Canary = 0
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if r.ownsPrimary && failed("releasing the primary context", i.drv.PrimaryRelease(r.device)) {
+		return errs
+	}
+	return nil
+}
+
+// dropSlot takes slot s of a context whose incarnation ended to a
+// tombstone without a single call on the context: its pieces in flight
+// fail with st, its streams and events die with the context. Under mu.
+func (i *Iface) dropSlot(s int, st Status) {
+	i.claim(s)
+	defer i.unclaim(s)
+	r := &i.res[s]
+	i.hideSlot(s)
+	pieces := i.endQueued(s, st, false)
+	logf(LogInfo, "context id %d of device %d ended (reset, or the driver deinitialized): %d piece(s) in flight canceled, its streams and events dropped without driver calls", r.id, r.device, pieces)
+	if r.ownsPrimary {
+		// Allowed after a reset: "it is safe ... to call cuDevicePrimaryCtxRelease() even after resetting".
+		if err := i.drv.PrimaryRelease(r.device); err != nil && !deinitialized(err) {
+			logf(LogInfo, "releasing the primary context of device %d after its reset: %v", r.device, err)
+		}
+	}
+	i.retireSlot(s)
+}
+
+// dropEnded drops slot s, whose incarnation inc progress found ended,
+// unless it was dropped (or reused) meanwhile.
+func (i *Iface) dropEnded(s int, inc cudadrv.Incarnation) {
+	i.lock()
+	defer i.unlock()
+	if !i.res[s].dead && i.incarnation(s) == inc {
+		i.dropSlot(s, ErrCanceled)
+	}
+}
+
+// hideSlot takes slot s away from copies: no lookup matches it any more,
+// and once the short copies running on it without its lock are done, only
+// the holder of mu touches it. No later piece joins one of its queued
+// pieces. Under mu and the claim.
+func (i *Iface) hideSlot(s int) {
+	r := &i.res[s]
+	slot := &i.slots[s]
+	i.lockSlot(s)
+	slot.SetIdentity(0, 0, 0)
+	for k := range r.queues {
+		slot.Queried[k] = r.queues[k].issued
+	}
+	i.unlockSlot(s)
+	if i.multi {
+		slot.WaitUsers()
+	}
+}
+
+// endQueued pops every piece of hidden slot s, ending each with st, and
+// returns how many there were; keepEvents keeps their events for
+// destruction (a release), else they die with the context (a drop). Under
+// mu and the claim.
+func (i *Iface) endQueued(s int, st Status, keepEvents bool) int {
+	r := &i.res[s]
+	pieces := 0
+	i.lockSlot(s) // flushes read the queues' counters under it
+	for k := range r.queues {
+		q := &r.queues[k]
+		for q.count > 0 {
+			ev, op := q.pop()
+			if keepEvents {
+				r.free = append(r.free, ev)
+			}
+			if op.pieceDone(st) {
+				i.complete(op)
+			}
+			pieces++
+		}
+	}
+	i.unlockSlot(s)
+	return pieces
+}
+
+// retireSlot turns hidden slot s into a tombstone that addSlot reuses. Its
+// queues' counters stay, so the flushes and sequence numbers that named its
+// pieces stay settled. Under mu and the claim.
+func (i *Iface) retireSlot(s int) {
+	r := &i.res[s]
+	i.lockSlot(s)
+	slot := &i.slots[s]
+	slot.Stream, slot.Event = [cudadrv.NumKinds]cudadrv.Stream{}, 0
+	slot.Peer, slot.NPeers = [cudadrv.MaxPeers]cudadrv.Context{}, 0
+	slot.Canary, slot.CanaryID, slot.Device = 0, 0, 0
+	r.ctx, r.id, r.ownsPrimary, r.dead = 0, 0, false, true
+	r.events, r.free = 0, nil
+	for k := range r.queues {
+		r.queues[k] = eventQueue{issued: r.queues[k].issued, done: r.queues[k].done}
+	}
+	for k := range r.ops {
+		r.ops[k].Store(0)
+		r.bytes[k].Store(0)
+	}
+	i.unlockSlot(s)
+	i.completeFlushes()
+}
