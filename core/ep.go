@@ -4,7 +4,6 @@ package core
 
 import (
 	"math"
-	"sync"
 
 	"github.com/cucopy/cucopy/cudadrv"
 )
@@ -27,18 +26,19 @@ type IOV struct {
 type Ep struct {
 	iface *Iface
 	lane  int32
-	mu    sync.Mutex   // multi-thread: free
+	mu    ifaceLock    // free
 	free  []*operation // finished operations, for reuse
 }
 
 // NewEp creates an endpoint.
 func (i *Iface) NewEp() (*Ep, error) {
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return nil, errorf(ErrHandle, "ep_create", "iface is closed")
 	}
 	e := &Ep{iface: i, lane: int32(i.nextLane % i.params.Lanes)}
+	e.mu.multi = i.multi
 	i.nextLane++
 	return e, nil
 }
@@ -268,8 +268,8 @@ func (i *Iface) waitQueued(queued []pieceRef, lane int32) {
 	if len(queued) == 0 {
 		return
 	}
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	for _, p := range queued {
 		r := &i.res[p.slot]
 		stream := i.slots[p.slot].Stream[p.kind]

@@ -21,8 +21,8 @@ type flushTarget struct {
 // Flush returns OK when nothing is outstanding, else InProgress, with comp
 // (if non-zero) completed once everything issued before has completed.
 func (i *Iface) Flush(api string, comp uintptr) (Status, error) {
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
@@ -45,10 +45,10 @@ func (i *Iface) Flush(api string, comp uintptr) (Status, error) {
 	if len(targets) == 0 {
 		return OK, nil
 	}
-	i.lockFlushes()
+	i.flushMu.lock()
 	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
 	i.nflushes.Store(int32(len(i.flushes)))
-	i.unlockFlushes()
+	i.flushMu.unlock()
 	return InProgress, nil
 }
 
@@ -66,8 +66,8 @@ func (i *Iface) completeFlushes() {
 	if i.nflushes.Load() == 0 {
 		return
 	}
-	i.lockFlushes()
-	defer i.unlockFlushes()
+	i.flushMu.lock()
+	defer i.flushMu.unlock()
 	kept := i.flushes[:0]
 	for _, f := range i.flushes {
 		if i.reached(f.targets) {

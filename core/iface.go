@@ -58,9 +58,9 @@ type Iface struct {
 	drv     cudadrv.Interface
 	params  IfaceParams
 	multi   bool
-	mu      sync.Mutex
-	flushMu sync.Mutex // flushes
-	readyMu sync.Mutex // ready
+	mu      ifaceLock
+	flushMu ifaceLock  // flushes
+	readyMu ifaceLock  // ready
 	cbMu    sync.Mutex // held by the thread running completions (RunCallbacks)
 
 	// slots is what the copy hot path reads, by slot index; res is the rest
@@ -124,38 +124,34 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		primary: make([]cudadrv.Context, c.devices),
 		fd:      -1,
 	}
+	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()
 	}
 	return i, nil
 }
 
-// The locks of a multi-thread iface, in lock order; on a single-thread iface
-// each is a no-op.
+// ifaceLock is a mutex that only multi-thread ifaces take: a single-thread
+// iface's caller serializes its calls, and it takes no lock at all.
+type ifaceLock struct {
+	sync.Mutex
+	multi bool
+}
 
-func (i *Iface) lock() {
-	if i.multi {
-		i.mu.Lock()
+func (l *ifaceLock) lock() {
+	if l.multi {
+		l.Lock()
 	}
 }
 
-func (i *Iface) unlock() {
-	if i.multi {
-		i.mu.Unlock()
+func (l *ifaceLock) unlock() {
+	if l.multi {
+		l.Unlock()
 	}
 }
 
-func (i *Iface) lockFlushes() {
-	if i.multi {
-		i.flushMu.Lock()
-	}
-}
-
-func (i *Iface) unlockFlushes() {
-	if i.multi {
-		i.flushMu.Unlock()
-	}
-}
+// lockSlot and unlockSlot take a slot's lock word (cudadrv.Slot.Lock) on
+// multi-thread ifaces.
 
 func (i *Iface) lockSlot(s int) {
 	if i.multi {
@@ -166,18 +162,6 @@ func (i *Iface) lockSlot(s int) {
 func (i *Iface) unlockSlot(s int) {
 	if i.multi {
 		i.slots[s].Unlock()
-	}
-}
-
-func (i *Iface) lockReady() {
-	if i.multi {
-		i.readyMu.Lock()
-	}
-}
-
-func (i *Iface) unlockReady() {
-	if i.multi {
-		i.readyMu.Unlock()
 	}
 }
 
@@ -194,8 +178,8 @@ func (i *Iface) Closed() bool { return i.closed.Load() }
 // Pending completions are dropped.
 func (i *Iface) Close() error {
 	const api = "iface_close"
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is already closed")
 	}
@@ -223,14 +207,14 @@ func (i *Iface) Close() error {
 		return &Error{Status: ErrCUDA, Op: api, Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}
 	}
 	i.closed.Store(true)
-	i.lockFlushes()
+	i.flushMu.lock()
 	i.flushes = nil
 	i.nflushes.Store(0)
-	i.unlockFlushes()
-	i.lockReady()
+	i.flushMu.unlock()
+	i.readyMu.lock()
 	i.nready.Add(-int64(len(i.ready))) // pending completions are dropped (a batch running keeps its count)
 	i.ready = nil
-	i.unlockReady()
+	i.readyMu.unlock()
 	if i.fd >= 0 {
 		unix.Close(i.fd)
 		i.fd = -1

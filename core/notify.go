@@ -33,8 +33,8 @@ func (i *Iface) eventFD() (int, error) {
 
 // EventFD returns the iface's eventfd.
 func (i *Iface) EventFD() (int, error) {
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return -1, errorf(ErrHandle, "iface_event_fd", "iface is closed")
 	}
@@ -49,8 +49,8 @@ func (i *Iface) Arm(events uint32) (Status, error) {
 	if events&^EventSendComp != 0 {
 		return ErrInvalid, errorf(ErrInvalid, api, "unknown event bits 0x%x", events&^EventSendComp)
 	}
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}

@@ -36,12 +36,12 @@ const issuingGuard = 1 << 30
 // completes them, so a pool per thread (or per P) would keep missing.
 func (i *Iface) newOperation(e *Ep, comp uintptr) *operation {
 	var op *operation
-	i.lockEp(e)
+	e.mu.lock()
 	if n := len(e.free); n > 0 {
 		op = e.free[n-1]
 		e.free = e.free[:n-1]
 	}
-	i.unlockEp(e)
+	e.mu.unlock()
 	if op == nil {
 		op = &operation{ep: e}
 	}
@@ -87,19 +87,7 @@ func (i *Iface) complete(op *operation) {
 // recycle puts op back on its endpoint's free list.
 func (i *Iface) recycle(op *operation) {
 	e := op.ep
-	i.lockEp(e)
+	e.mu.lock()
 	e.free = append(e.free, op)
-	i.unlockEp(e)
-}
-
-func (i *Iface) lockEp(e *Ep) {
-	if i.multi {
-		e.mu.Lock()
-	}
-}
-
-func (i *Iface) unlockEp(e *Ep) {
-	if i.multi {
-		e.mu.Unlock()
-	}
+	e.mu.unlock()
 }

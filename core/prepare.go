@@ -18,8 +18,8 @@ import (
 // then tried again. What another thread did meanwhile is looked at first:
 // the copy may simply find it done.
 func (i *Iface) prepare(api string, st cudadrv.CopyStatus, req *cudadrv.CopyOp) error {
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is closed")
 	}

@@ -211,19 +211,19 @@ func (b *readyBatch) publish(i *Iface) {
 	if b.n == 0 {
 		return
 	}
-	i.lockReady()
+	i.readyMu.lock()
 	i.ready = append(i.ready, b.comps[:b.n]...)
 	i.nready.Add(int64(b.n))
-	i.unlockReady()
+	i.readyMu.unlock()
 	b.n = 0
 }
 
 // makeReady queues one completion for RunCallbacks.
 func (i *Iface) makeReady(comp uintptr, st Status) {
-	i.lockReady()
+	i.readyMu.lock()
 	i.ready = append(i.ready, readyComp{comp: comp, status: st})
 	i.nready.Add(1)
-	i.unlockReady()
+	i.readyMu.unlock()
 }
 
 // RunCallbacks runs every completion made ready (by progress, or by a
@@ -257,10 +257,10 @@ func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
 func (i *Iface) runBatches(run func(comp uintptr, st Status)) {
 	for {
 		// Take the whole list in one go; the spare one collects new ones.
-		i.lockReady()
+		i.readyMu.lock()
 		batch := i.ready
 		i.ready = i.batch[:0]
-		i.unlockReady()
+		i.readyMu.unlock()
 		if len(batch) == 0 {
 			i.batch = batch
 			return

@@ -156,8 +156,8 @@ func (i *Iface) canary(ctx cudadrv.Context) (uint64, uint64) {
 // the iface holds nothing for is not an error.
 func (i *Iface) ReleaseContext(id uint64) error {
 	const api = "iface_release_context"
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is closed")
 	}
@@ -278,8 +278,8 @@ func (i *Iface) dropSlot(s int, st Status) {
 // dropEnded drops slot s, whose incarnation inc progress found ended,
 // unless it was dropped (or reused) meanwhile.
 func (i *Iface) dropEnded(s int, inc cudadrv.Incarnation) {
-	i.lock()
-	defer i.unlock()
+	i.mu.lock()
+	defer i.mu.unlock()
 	if !i.res[s].dead && i.incarnation(s) == inc {
 		i.dropSlot(s, ErrCanceled)
 	}
