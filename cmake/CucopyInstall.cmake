@@ -21,21 +21,18 @@ file(RELATIVE_PATH _cucopy_bin_to_lib
      ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
 set(CMAKE_INSTALL_RPATH "\$ORIGIN/${_cucopy_bin_to_lib}")
 
-# The Fortran module source: installed if it is there at configure time (the
-# glob re-runs cmake when it appears).
-file(GLOB CUCOPY_FORTRAN_MODULE CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/include/cucopy.f90)
+# The Fortran module source, installed beside the header.
+set(CUCOPY_FORTRAN_MODULE ${CMAKE_SOURCE_DIR}/include/cucopy.f90)
 
 set(CUCOPY_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cucopy)
 set(CUCOPY_PKGCONFIG_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-if(CUCOPY_CAPI_GO)
-  # The library is built by `go build`, not by add_library: install the file
-  # and its development symlink (install(FILES) keeps a symlink a symlink).
-  install(FILES ${CUCOPY_LIBRARY} DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
-                      GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
-  install(FILES ${CUCOPY_LIB_DIR}/libcucopy.so DESTINATION ${CMAKE_INSTALL_LIBDIR})
-endif()
+# The library is built by `go build`, not by add_library: install the file
+# and its development symlink (install(FILES) keeps a symlink a symlink).
+install(FILES ${CUCOPY_LIBRARY} DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
+                    GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+install(FILES ${CUCOPY_LIB_DIR}/libcucopy.so DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CUCOPY_PUBLIC_HEADER} ${CUCOPY_FORTRAN_MODULE}
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET cucopy_info)
