@@ -55,8 +55,8 @@ func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out
 	}
 	if params != nil {
 		mask := uint64(params.field_mask)
-		if mask&^contextParamsKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^contextParamsKnown)
+		if err := checkMask(op, mask, contextParamsKnown); err != nil {
+			return fail(err)
 		}
 		if mask&C.CUCOPY_CONTEXT_PARAM_DRIVER_PATH != 0 {
 			if params.driver_path == nil || *params.driver_path == 0 {

@@ -50,8 +50,8 @@ func cucopyGoDeviceQuery(h C.uint64_t, ordinal C.int, attr *C.cucopy_device_attr
 			return failf(core.ErrInvalid, op, "attr is NULL")
 		}
 		mask := uint64(attr.field_mask)
-		if mask&^deviceAttrKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^deviceAttrKnown)
+		if err := checkMask(op, mask, deviceAttrKnown); err != nil {
+			return fail(err)
 		}
 		a, err := ctx.DeviceQuery(int(ordinal), mask)
 		if err != nil {
@@ -95,8 +95,8 @@ func cucopyGoDevicePeerQuery(h C.uint64_t, device, peer C.int, attr *C.cucopy_pe
 			return failf(core.ErrInvalid, op, "attr is NULL")
 		}
 		mask := uint64(attr.field_mask)
-		if mask&^peerAttrKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^peerAttrKnown)
+		if err := checkMask(op, mask, peerAttrKnown); err != nil {
+			return fail(err)
 		}
 		a, err := ctx.PeerQuery(int(device), int(peer))
 		if err != nil {

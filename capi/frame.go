@@ -84,6 +84,17 @@ func invoke[T any](t *handleTable[T], h C.uint64_t, op string, poisonedOK bool, 
 	return f(e.obj)
 }
 
+// checkMask refuses the field_mask bits of a params or attr struct that
+// this library does not know (e.g. set by a program built with a newer
+// header), naming them.
+func checkMask(op string, mask, known uint64) error {
+	if unknown := mask &^ known; unknown != 0 {
+		return &core.Error{Status: core.ErrInvalid, Op: op, Msg: fmt.Sprintf("unknown field_mask bits 0x%x", unknown)}
+	}
+	return nil
+}
+
+// boolInt is a Go bool as a C int flag (0 or 1).
 func boolInt(b bool) C.int {
 	if b {
 		return 1

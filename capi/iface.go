@@ -32,8 +32,8 @@ func ifaceParams(cfg core.Config, params *C.cucopy_iface_params_t) (core.IfacePa
 		return p, nil
 	}
 	mask := uint64(params.field_mask)
-	if mask&^ifaceParamsKnown != 0 {
-		return p, &core.Error{Status: core.ErrInvalid, Op: op, Msg: fmt.Sprintf("unknown field_mask bits 0x%x", mask&^ifaceParamsKnown)}
+	if err := checkMask(op, mask, ifaceParamsKnown); err != nil {
+		return p, err
 	}
 	if mask&C.CUCOPY_IFACE_PARAM_THREAD_MODE != 0 {
 		p.ThreadMode = core.ThreadMode(params.thread_mode)
@@ -95,8 +95,8 @@ func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
 			return failf(core.ErrInvalid, op, "attr is NULL")
 		}
 		mask := uint64(attr.field_mask)
-		if mask&^ifaceAttrKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^ifaceAttrKnown)
+		if err := checkMask(op, mask, ifaceAttrKnown); err != nil {
+			return fail(err)
 		}
 		p := iface.Params()
 		if mask&C.CUCOPY_IFACE_ATTR_CAP_FLAGS != 0 {

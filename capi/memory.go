@@ -31,8 +31,8 @@ func cucopyGoMemQuery(h C.uint64_t, addr C.uintptr_t, length C.size_t, attr *C.c
 			return failf(core.ErrInvalid, op, "attr is NULL")
 		}
 		mask := uint64(attr.field_mask)
-		if mask&^memAttrKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^memAttrKnown)
+		if err := checkMask(op, mask, memAttrKnown); err != nil {
+			return fail(err)
 		}
 		if addr == 0 {
 			return failf(core.ErrInvalid, op, "addr is NULL")
@@ -78,8 +78,8 @@ func cucopyGoMemAlloc(h C.uint64_t, params *C.cucopy_mem_alloc_params_t, haveOut
 			return failf(core.ErrInvalid, op, "params is NULL (the length is required)")
 		}
 		mask := uint64(params.field_mask)
-		if mask&^memAllocParamsKnown != 0 {
-			return failf(core.ErrInvalid, op, "unknown field_mask bits 0x%x", mask&^memAllocParamsKnown)
+		if err := checkMask(op, mask, memAllocParamsKnown); err != nil {
+			return fail(err)
 		}
 		if mask&C.CUCOPY_MEM_ALLOC_PARAM_LENGTH == 0 || params.length == 0 {
 			return failf(core.ErrInvalid, op, "length missing or 0")
