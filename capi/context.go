@@ -36,14 +36,14 @@ func getenv(name string) string {
 // testFaultSink keeps the deliberate nil dereferences of CUCOPY_TEST_FAULT
 
 //export cucopyGoContextCreate
-func cucopyGoContextCreate(params *C.cucopy_context_params_t, haveOut C.int, out *C.uint64_t) (rc C.int) {
+func cucopyGoContextCreate(params *C.cucopy_context_params_t, wantOut C.int, out *C.uint64_t) (rc C.int) {
 	const op = "context_create"
 	defer func() {
 		if r := recover(); r != nil {
 			rc = internalError(op, r, nil)
 		}
 	}()
-	if haveOut == 0 {
+	if wantOut == 0 {
 		return failf(core.ErrInvalid, op, "ctx_p is NULL")
 	}
 	if initErr != nil {

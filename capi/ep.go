@@ -19,10 +19,10 @@ import (
 var eps = newHandleTable[core.Ep]("ep", 1<<16)
 
 //export cucopyGoEpCreate
-func cucopyGoEpCreate(h C.uint64_t, haveOut C.int, out *C.uint64_t) C.int {
+func cucopyGoEpCreate(h C.uint64_t, wantOut C.int, out *C.uint64_t) C.int {
 	const op = "ep_create"
 	return call(ifaces, h, op, func(iface *core.Iface) C.int {
-		if haveOut == 0 {
+		if wantOut == 0 {
 			return failf(core.ErrInvalid, op, "ep_p is NULL")
 		}
 		ep, err := iface.NewEp()

@@ -51,10 +51,10 @@ func ifaceParams(cfg core.Config, params *C.cucopy_iface_params_t) (core.IfacePa
 }
 
 //export cucopyGoIfaceOpen
-func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, haveOut C.int, out *C.uint64_t) C.int {
+func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, wantOut C.int, out *C.uint64_t) C.int {
 	const op = "iface_open"
 	return call(contexts, h, op, func(ctx *core.Context) C.int {
-		if haveOut == 0 {
+		if wantOut == 0 {
 			return failf(core.ErrInvalid, op, "iface_p is NULL")
 		}
 		p, err := ifaceParams(ctx.Config(), params)

@@ -68,10 +68,10 @@ func cucopyGoMemQuery(h C.uint64_t, addr C.uintptr_t, length C.size_t, attr *C.c
 }
 
 //export cucopyGoMemAlloc
-func cucopyGoMemAlloc(h C.uint64_t, params *C.cucopy_mem_alloc_params_t, haveOut C.int, out *C.uint64_t) C.int {
+func cucopyGoMemAlloc(h C.uint64_t, params *C.cucopy_mem_alloc_params_t, wantOut C.int, out *C.uint64_t) C.int {
 	const op = "mem_alloc"
 	return call(contexts, h, op, func(ctx *core.Context) C.int {
-		if haveOut == 0 {
+		if wantOut == 0 {
 			return failf(core.ErrInvalid, op, "addr_p is NULL")
 		}
 		if params == nil {
@@ -122,10 +122,10 @@ func cucopyGoMemFree(h C.uint64_t, addr C.uintptr_t) C.int {
 }
 
 //export cucopyGoMemReg
-func cucopyGoMemReg(h C.uint64_t, addr C.uintptr_t, length C.size_t, flags C.unsigned, haveOut C.int, out *C.uint64_t) C.int {
+func cucopyGoMemReg(h C.uint64_t, addr C.uintptr_t, length C.size_t, flags C.unsigned, wantOut C.int, out *C.uint64_t) C.int {
 	const op = "mem_reg"
 	return call(contexts, h, op, func(ctx *core.Context) C.int {
-		if haveOut == 0 {
+		if wantOut == 0 {
 			return failf(core.ErrInvalid, op, "memh_p is NULL")
 		}
 		reg, err := ctx.MemReg(uint64(addr), uint64(length), uint32(flags))
