@@ -11,10 +11,13 @@
 // deadlock when the library is itself being dlopened).
 package main
 
-// The flags of every C file and preamble of the package.
+// The flags of every C file and preamble of the package. -Werror=switch: a
+// switch over an enum with no default must name every member, so a status
+// added to include/cucopy.h without its cucopy_status_string case (wrappers.c)
+// fails the build.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -O2 -std=gnu11 -Wall -Wextra
+#cgo CFLAGS: -I${SRCDIR}/../include -O2 -std=gnu11 -Wall -Wextra -Werror=switch
 */
 import "C"
 
