@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 
+// The handle tables: the opaque handles C holds, mapped to Go objects.
+
 package main
 
 import (

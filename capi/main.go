@@ -2,12 +2,24 @@
 
 // Command capi is libcucopy.so: the C ABI of include/cucopy.h over package
 // core, built with -buildmode=c-shared. The public C functions are C
-// wrappers (wrappers.c) over the //export functions of exports.go.
+// wrappers (wrappers.c) over the //export functions, one file per object
+// (context.go, device.go, memory.go, iface.go, ep.go), each running in the
+// frame of frame.go.
 //
 // init only reads configuration and sets GOMAXPROCS: the driver is loaded
 // at the first cucopy_context_create, never here (dlopen from a Go init can
 // deadlock when the library is itself being dlopened).
 package main
+
+// The flags of every C file and preamble of the package. -Werror=switch: a
+// switch over an enum with no default must name every member, so a status
+// added to include/cucopy.h without its cucopy_status_string case (wrappers.c)
+// fails the build.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -O2 -std=gnu11 -Wall -Wextra -Werror=switch
+*/
+import "C"
 
 import (
 	"fmt"

@@ -52,7 +52,23 @@ static cucopy_status_t refuse_forked(const char *op)
             return refuse_forked(op);                                                  \
     } while (0)
 
-#define H(h) ((uint64_t)(uintptr_t)(h))
+/* A handle as Go's tables know it: the opaque pointer's bits are the table
+ * handle (generation << 32 | index + 1) itself. */
+#define HANDLE_BITS(h) ((uint64_t)(uintptr_t)(h))
+
+/* The functions that create something return it through out_p. The Go
+ * export gets wantOut = (out_p != NULL), to refuse a missing out_p with a
+ * message, and a local to write to; *out_p is written here, once: the handle
+ * or address on success, NULL on any error. */
+#define RETURN_OUT(out_p, type, go_export, ...)                                        \
+    do {                                                                               \
+        uint64_t out_value = 0;                                                        \
+        cucopy_status_t out_status =                                                   \
+            (cucopy_status_t)go_export(__VA_ARGS__, (out_p) != NULL, &out_value);      \
+        if ((out_p) != NULL)                                                           \
+            *(out_p) = out_status == CUCOPY_OK ? (type)(uintptr_t)out_value : NULL;    \
+        return out_status;                                                             \
+    } while (0)
 
 void cucopy_complete(uintptr_t comp_addr, int status)
 {
@@ -68,6 +84,8 @@ unsigned cucopy_get_version(void)
     return CUCOPY_VERSION;
 }
 
+/* No default: with -Werror=switch (main.go) a status of the header without a
+ * case here fails the build. Values outside the enum fall through. */
 const char *cucopy_status_string(cucopy_status_t status)
 {
     switch (status) {
@@ -117,24 +135,19 @@ cucopy_status_t cucopy_context_create(const cucopy_context_params_t *params,
 {
     GUARD("context_create");
     cucopy_signals_reassert();
-    uint64_t h = 0;
-    cucopy_status_t st =
-        (cucopy_status_t)cucopyGoContextCreate((cucopy_context_params_t *)params, ctx_p != NULL, &h);
-    if (ctx_p != NULL)
-        *ctx_p = st == CUCOPY_OK ? (cucopy_context_h)(uintptr_t)h : NULL;
-    return st;
+    RETURN_OUT(ctx_p, cucopy_context_h, cucopyGoContextCreate, (cucopy_context_params_t *)params);
 }
 
 cucopy_status_t cucopy_context_destroy(cucopy_context_h ctx)
 {
     GUARD("context_destroy");
-    return ctx == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoContextDestroy(H(ctx));
+    return ctx == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoContextDestroy(HANDLE_BITS(ctx));
 }
 
 cucopy_status_t cucopy_device_count(cucopy_context_h ctx, int *count)
 {
     GUARD("device_count");
-    return (cucopy_status_t)cucopyGoDeviceCount(H(ctx), count);
+    return (cucopy_status_t)cucopyGoDeviceCount(HANDLE_BITS(ctx), count);
 }
 
 cucopy_status_t cucopy_iface_open(cucopy_context_h ctx, const cucopy_iface_params_t *params,
@@ -142,160 +155,147 @@ cucopy_status_t cucopy_iface_open(cucopy_context_h ctx, const cucopy_iface_param
 {
     GUARD("iface_open");
     cucopy_signals_reassert();
-    uint64_t h = 0;
-    cucopy_status_t st = (cucopy_status_t)cucopyGoIfaceOpen(
-        H(ctx), (cucopy_iface_params_t *)params, iface_p != NULL, &h);
-    if (iface_p != NULL)
-        *iface_p = st == CUCOPY_OK ? (cucopy_iface_h)(uintptr_t)h : NULL;
-    return st;
+    RETURN_OUT(iface_p, cucopy_iface_h, cucopyGoIfaceOpen, HANDLE_BITS(ctx),
+               (cucopy_iface_params_t *)params);
 }
 
 cucopy_status_t cucopy_iface_close(cucopy_iface_h iface)
 {
     GUARD("iface_close");
-    return iface == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoIfaceClose(H(iface));
+    return iface == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoIfaceClose(HANDLE_BITS(iface));
 }
 
 cucopy_status_t cucopy_iface_query(cucopy_iface_h iface, cucopy_iface_attr_t *attr)
 {
     GUARD("iface_query");
-    return (cucopy_status_t)cucopyGoIfaceQuery(H(iface), attr);
+    return (cucopy_status_t)cucopyGoIfaceQuery(HANDLE_BITS(iface), attr);
 }
 
 int cucopy_iface_progress(cucopy_iface_h iface)
 {
     GUARD("iface_progress");
-    return cucopyGoIfaceProgress(H(iface));
+    return cucopyGoIfaceProgress(HANDLE_BITS(iface));
 }
 
 cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned flags, cucopy_completion_t *comp)
 {
     GUARD("iface_flush");
-    return (cucopy_status_t)cucopyGoIfaceFlush(H(iface), flags, (uintptr_t)comp);
+    return (cucopy_status_t)cucopyGoIfaceFlush(HANDLE_BITS(iface), flags, (uintptr_t)comp);
 }
 
 cucopy_status_t cucopy_iface_event_fd(cucopy_iface_h iface, int *fd_p)
 {
     GUARD("iface_event_fd");
-    return (cucopy_status_t)cucopyGoIfaceEventFd(H(iface), fd_p);
+    return (cucopy_status_t)cucopyGoIfaceEventFd(HANDLE_BITS(iface), fd_p);
 }
 
 cucopy_status_t cucopy_iface_event_arm(cucopy_iface_h iface, unsigned events)
 {
     GUARD("iface_event_arm");
-    return (cucopy_status_t)cucopyGoIfaceEventArm(H(iface), events);
+    return (cucopy_status_t)cucopyGoIfaceEventArm(HANDLE_BITS(iface), events);
 }
 
 cucopy_status_t cucopy_ep_create(cucopy_iface_h iface, cucopy_ep_h *ep_p)
 {
     GUARD("ep_create");
-    uint64_t h = 0;
-    cucopy_status_t st = (cucopy_status_t)cucopyGoEpCreate(H(iface), ep_p != NULL, &h);
-    if (ep_p != NULL)
-        *ep_p = st == CUCOPY_OK ? (cucopy_ep_h)(uintptr_t)h : NULL;
-    return st;
+    RETURN_OUT(ep_p, cucopy_ep_h, cucopyGoEpCreate, HANDLE_BITS(iface));
 }
 
 cucopy_status_t cucopy_ep_destroy(cucopy_ep_h ep)
 {
     GUARD("ep_destroy");
-    return ep == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoEpDestroy(H(ep));
+    return ep == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoEpDestroy(HANDLE_BITS(ep));
 }
 
 cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
     GUARD("ep_put_short");
-    return (cucopy_status_t)cucopyGoEpShort(H(ep), 1, (uintptr_t)buffer, length, remote_addr);
+    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 1, (uintptr_t)buffer, length,
+                                            remote_addr);
 }
 
 cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
     GUARD("ep_get_short");
-    return (cucopy_status_t)cucopyGoEpShort(H(ep), 0, (uintptr_t)buffer, length, remote_addr);
+    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 0, (uintptr_t)buffer, length,
+                                            remote_addr);
 }
 
 cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
     GUARD("ep_put_zcopy");
-    return (cucopy_status_t)cucopyGoEpZcopy(H(ep), 1, (cucopy_iov_t *)iov, iovcnt, remote_addr,
-                                            (uintptr_t)comp);
+    return (cucopy_status_t)cucopyGoEpZcopy(HANDLE_BITS(ep), 1, (cucopy_iov_t *)iov, iovcnt,
+                                            remote_addr, (uintptr_t)comp);
 }
 
 cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
     GUARD("ep_get_zcopy");
-    return (cucopy_status_t)cucopyGoEpZcopy(H(ep), 0, (cucopy_iov_t *)iov, iovcnt, remote_addr,
-                                            (uintptr_t)comp);
+    return (cucopy_status_t)cucopyGoEpZcopy(HANDLE_BITS(ep), 0, (cucopy_iov_t *)iov, iovcnt,
+                                            remote_addr, (uintptr_t)comp);
 }
 
 cucopy_status_t cucopy_ep_flush(cucopy_ep_h ep, unsigned flags, cucopy_completion_t *comp)
 {
     GUARD("ep_flush");
-    return (cucopy_status_t)cucopyGoEpFlush(H(ep), flags, (uintptr_t)comp);
+    return (cucopy_status_t)cucopyGoEpFlush(HANDLE_BITS(ep), flags, (uintptr_t)comp);
 }
 
 cucopy_status_t cucopy_device_query(cucopy_context_h ctx, int ordinal, cucopy_device_attr_t *attr)
 {
     GUARD("device_query");
-    return (cucopy_status_t)cucopyGoDeviceQuery(H(ctx), ordinal, attr);
+    return (cucopy_status_t)cucopyGoDeviceQuery(HANDLE_BITS(ctx), ordinal, attr);
 }
 
 cucopy_status_t cucopy_device_peer_query(cucopy_context_h ctx, int device, int peer,
                                          cucopy_peer_attr_t *attr)
 {
     GUARD("device_peer_query");
-    return (cucopy_status_t)cucopyGoDevicePeerQuery(H(ctx), device, peer, attr);
+    return (cucopy_status_t)cucopyGoDevicePeerQuery(HANDLE_BITS(ctx), device, peer, attr);
 }
 
 cucopy_status_t cucopy_mem_query(cucopy_context_h ctx, const void *addr, size_t length,
                                  cucopy_mem_attr_t *attr)
 {
     GUARD("mem_query");
-    return (cucopy_status_t)cucopyGoMemQuery(H(ctx), (uintptr_t)addr, length, attr);
+    return (cucopy_status_t)cucopyGoMemQuery(HANDLE_BITS(ctx), (uintptr_t)addr, length, attr);
 }
 
 cucopy_status_t cucopy_mem_alloc(cucopy_context_h ctx, const cucopy_mem_alloc_params_t *params,
                                  void **addr_p)
 {
     GUARD("mem_alloc");
-    uint64_t addr = 0;
-    cucopy_status_t st = (cucopy_status_t)cucopyGoMemAlloc(
-        H(ctx), (cucopy_mem_alloc_params_t *)params, addr_p != NULL, &addr);
-    if (addr_p != NULL)
-        *addr_p = st == CUCOPY_OK ? (void *)(uintptr_t)addr : NULL;
-    return st;
+    RETURN_OUT(addr_p, void *, cucopyGoMemAlloc, HANDLE_BITS(ctx),
+               (cucopy_mem_alloc_params_t *)params);
 }
 
 cucopy_status_t cucopy_mem_free(cucopy_context_h ctx, void *addr)
 {
     GUARD("mem_free");
-    return (cucopy_status_t)cucopyGoMemFree(H(ctx), (uintptr_t)addr);
+    return (cucopy_status_t)cucopyGoMemFree(HANDLE_BITS(ctx), (uintptr_t)addr);
 }
 
 cucopy_status_t cucopy_mem_reg(cucopy_context_h ctx, void *addr, size_t length, unsigned flags,
                                cucopy_memh_h *memh_p)
 {
     GUARD("mem_reg");
-    uint64_t h = 0;
-    cucopy_status_t st = (cucopy_status_t)cucopyGoMemReg(H(ctx), (uintptr_t)addr, length, flags,
-                                                         memh_p != NULL, &h);
-    if (memh_p != NULL)
-        *memh_p = st == CUCOPY_OK ? (cucopy_memh_h)(uintptr_t)h : NULL;
-    return st;
+    RETURN_OUT(memh_p, cucopy_memh_h, cucopyGoMemReg, HANDLE_BITS(ctx), (uintptr_t)addr, length,
+               flags);
 }
 
 cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh)
 {
     GUARD("mem_dereg");
-    return memh == NULL ? CUCOPY_OK : (cucopy_status_t)cucopyGoMemDereg(H(ctx), H(memh));
+    return memh == NULL ? CUCOPY_OK
+                        : (cucopy_status_t)cucopyGoMemDereg(HANDLE_BITS(ctx), HANDLE_BITS(memh));
 }
 
 cucopy_status_t cucopy_iface_release_context(cucopy_iface_h iface, uint64_t cuda_ctx_id)
 {
     GUARD("iface_release_context");
-    return (cucopy_status_t)cucopyGoIfaceReleaseContext(H(iface), cuda_ctx_id);
+    return (cucopy_status_t)cucopyGoIfaceReleaseContext(HANDLE_BITS(iface), cuda_ctx_id);
 }

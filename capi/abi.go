@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+// Compile-time checks that the Go values and layouts which cross the C
+// boundary equal include/cucopy.h's. Every value core hands to C, or reads
+// from C, as a plain number is listed here.
+
+package main
+
+/*
+#include "capi.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/cucopy/cucopy/core"
+)
+
+// Each line indexes a one-element array with a Go value minus the header's:
+// the build fails unless the difference is 0 ("index 1 out of bounds",
+// "must not be negative", or for sizes and offsets "overflows uintptr").
+// One line checks both directions. (The idiom of golang.org/x/tools'
+// stringer.) That no status of the header is missing here and in core is
+// internal/abicheck's test: Go cannot list a C enum's members.
+func _() {
+	var x [1]struct{}
+
+	// cucopy_status_t
+	_ = x[core.OK-C.CUCOPY_OK]
+	_ = x[core.InProgress-C.CUCOPY_INPROGRESS]
+	_ = x[core.ErrInvalid-C.CUCOPY_ERR_INVALID_PARAM]
+	_ = x[core.ErrHandle-C.CUCOPY_ERR_INVALID_HANDLE]
+	_ = x[core.ErrNoMemory-C.CUCOPY_ERR_NO_MEMORY]
+	_ = x[core.ErrNoResource-C.CUCOPY_ERR_NO_RESOURCE]
+	_ = x[core.ErrBusy-C.CUCOPY_ERR_BUSY]
+	_ = x[core.ErrUnsupport-C.CUCOPY_ERR_UNSUPPORTED]
+	_ = x[core.ErrNoDevice-C.CUCOPY_ERR_NO_DEVICE]
+	_ = x[core.ErrNoDriver-C.CUCOPY_ERR_NO_DRIVER]
+	_ = x[core.ErrCUDA-C.CUCOPY_ERR_CUDA]
+	_ = x[core.ErrForked-C.CUCOPY_ERR_FORKED]
+	_ = x[core.ErrInternal-C.CUCOPY_ERR_INTERNAL]
+	_ = x[core.ErrOutOfRange-C.CUCOPY_ERR_OUT_OF_RANGE]
+	_ = x[core.ErrAlreadyExists-C.CUCOPY_ERR_ALREADY_EXISTS]
+	_ = x[core.ErrCanceled-C.CUCOPY_ERR_CANCELED]
+
+	// cucopy_log_level_t
+	_ = x[core.LogError-C.CUCOPY_LOG_ERROR]
+	_ = x[core.LogWarn-C.CUCOPY_LOG_WARN]
+	_ = x[core.LogInfo-C.CUCOPY_LOG_INFO]
+	_ = x[core.LogDebug-C.CUCOPY_LOG_DEBUG]
+	_ = x[core.LogTrace-C.CUCOPY_LOG_TRACE]
+
+	// cucopy_thread_mode_t
+	_ = x[core.ThreadSingle-C.CUCOPY_THREAD_MODE_SINGLE]
+	_ = x[core.ThreadMulti-C.CUCOPY_THREAD_MODE_MULTI]
+
+	// event bits
+	_ = x[core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP]
+
+	// cucopy_memory_type_t
+	_ = x[core.MemHost-C.CUCOPY_MEMORY_TYPE_HOST]
+	_ = x[core.MemCUDA-C.CUCOPY_MEMORY_TYPE_CUDA]
+	_ = x[core.MemCUDAManaged-C.CUCOPY_MEMORY_TYPE_CUDA_MANAGED]
+
+	// cucopy_mem_attr_t.flags and .preferred_location
+	_ = x[core.MemFlagVMM-C.CUCOPY_MEM_FLAG_VMM]
+	_ = x[core.MemFlagPool-C.CUCOPY_MEM_FLAG_POOL]
+	_ = x[core.MemFlagRegistered-C.CUCOPY_MEM_FLAG_REGISTERED]
+	_ = x[core.MemFlagAllocated-C.CUCOPY_MEM_FLAG_ALLOCATED]
+	_ = x[core.MemFlagPreferred-C.CUCOPY_MEM_FLAG_PREFERRED]
+	_ = x[core.MemFlagHostLocated-C.CUCOPY_MEM_FLAG_HOST_LOCATED]
+	_ = x[core.LocationHost-C.CUCOPY_LOCATION_HOST]
+	_ = x[core.LocationNone-C.CUCOPY_LOCATION_NONE]
+
+	// cucopy_device_attr_t field bits (the mask goes to core as it is)
+	_ = x[core.DevAttrName-C.CUCOPY_DEVICE_ATTR_NAME]
+	_ = x[core.DevAttrUUID-C.CUCOPY_DEVICE_ATTR_UUID]
+	_ = x[core.DevAttrPCIBusID-C.CUCOPY_DEVICE_ATTR_PCI_BUS_ID]
+	_ = x[core.DevAttrNUMANode-C.CUCOPY_DEVICE_ATTR_NUMA_NODE]
+	_ = x[core.DevAttrMemory-C.CUCOPY_DEVICE_ATTR_MEMORY]
+	_ = x[core.DevAttrComputeCapability-C.CUCOPY_DEVICE_ATTR_COMPUTE_CAPABILITY]
+	_ = x[core.DevAttrPeers-C.CUCOPY_DEVICE_ATTR_PEERS]
+	_ = x[core.DevAttrPrimaryActive-C.CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE]
+
+	// cucopy_iov_t: core.IOV is read in place from the caller's array.
+	_ = x[unsafe.Sizeof(core.IOV{})-C.sizeof_cucopy_iov_t]
+	_ = x[unsafe.Offsetof(core.IOV{}.Buffer)-unsafe.Offsetof(C.cucopy_iov_t{}.buffer)]
+	_ = x[unsafe.Offsetof(core.IOV{}.Length)-unsafe.Offsetof(C.cucopy_iov_t{}.length)]
+}

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+// The iface's handle table and exports: open, close, query, progress,
+// flush, the event fd and release_context.
+
+package main
+
+/*
+#include "capi.h"
+*/
+import "C"
+
+import (
+	"fmt"
+
+	"github.com/cucopy/cucopy/core"
+)
+
+var ifaces = newHandleTable[core.Iface]("iface", 4096)
+
+const (
+	ifaceParamsKnown = C.CUCOPY_IFACE_PARAM_THREAD_MODE | C.CUCOPY_IFACE_PARAM_MAX_POLL | C.CUCOPY_IFACE_PARAM_MAX_EVENTS
+	ifaceAttrKnown   = C.CUCOPY_IFACE_ATTR_CAP_FLAGS | C.CUCOPY_IFACE_ATTR_MAX_IOV | C.CUCOPY_IFACE_ATTR_MAX_POLL |
+		C.CUCOPY_IFACE_ATTR_MAX_EVENTS | C.CUCOPY_IFACE_ATTR_THREAD_MODE | C.CUCOPY_IFACE_ATTR_DEVICE_COUNT
+)
+
+// ifaceParams applies the caller's params over the context's configuration.
+func ifaceParams(cfg core.Config, params *C.cucopy_iface_params_t) (core.IfaceParams, error) {
+	const op = "iface_open"
+	p := core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: cfg.MaxPoll, MaxEvents: cfg.MaxEvents, Lanes: cfg.Lanes}
+	if params == nil {
+		return p, nil
+	}
+	mask := uint64(params.field_mask)
+	if err := checkMask(op, mask, ifaceParamsKnown); err != nil {
+		return p, err
+	}
+	if mask&C.CUCOPY_IFACE_PARAM_THREAD_MODE != 0 {
+		p.ThreadMode = core.ThreadMode(params.thread_mode)
+		if p.ThreadMode != core.ThreadSingle && p.ThreadMode != core.ThreadMulti {
+			return p, &core.Error{Status: core.ErrInvalid, Op: op, Msg: fmt.Sprintf("thread_mode %d: want SINGLE (0) or MULTI (1)", int(p.ThreadMode))}
+		}
+	}
+	if mask&C.CUCOPY_IFACE_PARAM_MAX_POLL != 0 {
+		p.MaxPoll = uint32(params.max_poll)
+	}
+	if mask&C.CUCOPY_IFACE_PARAM_MAX_EVENTS != 0 {
+		p.MaxEvents = uint32(params.max_events)
+	}
+	return p, nil
+}
+
+//export cucopyGoIfaceOpen
+func cucopyGoIfaceOpen(h C.uint64_t, params *C.cucopy_iface_params_t, wantOut C.int, out *C.uint64_t) C.int {
+	const op = "iface_open"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if wantOut == 0 {
+			return failf(core.ErrInvalid, op, "iface_p is NULL")
+		}
+		p, err := ifaceParams(ctx.Config(), params)
+		if err != nil {
+			return fail(err)
+		}
+		iface, err := ctx.OpenIface(p)
+		if err != nil {
+			return fail(err)
+		}
+		ih := ifaces.add(iface)
+		if ih == 0 {
+			iface.Close()
+			return failf(core.ErrNoResource, op, "too many ifaces")
+		}
+		*out = C.uint64_t(ih)
+		return 0
+	})
+}
+
+//export cucopyGoIfaceClose
+func cucopyGoIfaceClose(h C.uint64_t) C.int {
+	return closing(ifaces, h, "iface_close", func(iface *core.Iface) C.int {
+		if err := iface.Close(); err != nil {
+			return fail(err) // still open: close can be called again
+		}
+		ifaces.remove(uint64(h))
+		eps.removeIf(func(ep *core.Ep) bool { return ep.Iface() == iface })
+		return 0
+	})
+}
+
+//export cucopyGoIfaceQuery
+func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
+	const op = "iface_query"
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if attr == nil {
+			return failf(core.ErrInvalid, op, "attr is NULL")
+		}
+		mask := uint64(attr.field_mask)
+		if err := checkMask(op, mask, ifaceAttrKnown); err != nil {
+			return fail(err)
+		}
+		p := iface.Params()
+		if mask&C.CUCOPY_IFACE_ATTR_CAP_FLAGS != 0 {
+			caps := uint64(C.CUCOPY_IFACE_CAP_PUT_SHORT | C.CUCOPY_IFACE_CAP_GET_SHORT | C.CUCOPY_IFACE_CAP_PUT_ZCOPY |
+				C.CUCOPY_IFACE_CAP_GET_ZCOPY | C.CUCOPY_IFACE_CAP_EVENT_FD | C.CUCOPY_IFACE_CAP_CROSS_DEVICE)
+			if iface.Context().Driver().HasCtxID() {
+				caps |= C.CUCOPY_IFACE_CAP_CONTEXT_ID
+			}
+			attr.cap_flags = C.uint64_t(caps)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_MAX_IOV != 0 {
+			attr.max_iov = core.MaxIOV
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_MAX_POLL != 0 {
+			attr.max_poll = C.unsigned(p.MaxPoll)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_MAX_EVENTS != 0 {
+			attr.max_events = C.unsigned(p.MaxEvents)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_THREAD_MODE != 0 {
+			attr.thread_mode = C.cucopy_thread_mode_t(p.ThreadMode)
+		}
+		if mask&C.CUCOPY_IFACE_ATTR_DEVICE_COUNT != 0 {
+			attr.device_count = C.int(iface.Context().DeviceCount())
+		}
+		return 0
+	})
+}
+
+// complete runs one completion's callback (cucopy_complete, in C).
+func complete(comp uintptr, st core.Status) { C.cucopy_complete(C.uintptr_t(comp), C.int(st)) }
+
+//export cucopyGoIfaceProgress
+func cucopyGoIfaceProgress(h C.uint64_t) C.int {
+	return call(ifaces, h, "iface_progress", func(iface *core.Iface) C.int {
+		testFaultAtProgress()
+		n, err := iface.Progress()
+		if err != nil {
+			return fail(err)
+		}
+		// Completions run one at a time, in order, outside the iface's
+		// locks: a callback may call back into the library.
+		iface.RunCallbacks(complete)
+		return C.int(n)
+	})
+}
+
+//export cucopyGoIfaceFlush
+func cucopyGoIfaceFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int {
+	const op = "iface_flush"
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if flags != 0 {
+			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
+		}
+		return result(iface.Flush(op, uintptr(comp)))
+	})
+}
+
+//export cucopyGoIfaceEventFd
+func cucopyGoIfaceEventFd(h C.uint64_t, fd *C.int) C.int {
+	const op = "iface_event_fd"
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if fd == nil {
+			return failf(core.ErrInvalid, op, "fd_p is NULL")
+		}
+		n, err := iface.EventFD()
+		if err != nil {
+			return fail(err)
+		}
+		*fd = C.int(n)
+		return 0
+	})
+}
+
+//export cucopyGoIfaceEventArm
+func cucopyGoIfaceEventArm(h C.uint64_t, events C.unsigned) C.int {
+	return call(ifaces, h, "iface_event_arm", func(iface *core.Iface) C.int {
+		st, err := iface.Arm(uint32(events))
+		if err == nil && st == core.ErrBusy {
+			setLastError("iface_event_arm: completions are ready; call cucopy_iface_progress")
+		}
+		return result(st, err)
+	})
+}
+
+//export cucopyGoIfaceReleaseContext
+func cucopyGoIfaceReleaseContext(h C.uint64_t, id C.uint64_t) C.int {
+	return call(ifaces, h, "iface_release_context", func(iface *core.Iface) C.int {
+		return result(core.OK, iface.ReleaseContext(uint64(id)))
+	})
+}
