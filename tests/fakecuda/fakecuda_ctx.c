@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Contexts: primary contexts with retain counts and reset, created contexts,
- * the thread-local current-context stack, context ids and peer access.
+ * the thread-local current-context stack, context ids, peer access and
+ * sticky errors.
  *
  * A context object is never freed. A primary context keeps its handle across
  * incarnations (as on the real driver) but gets a new id each time it is
@@ -11,10 +12,10 @@
  */
 #include "fakecuda_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 struct fk_table fk_ctx_table = {.obj_size = sizeof(struct fk_ctx)};
+atomic_long fk_ctx_creation_count;
 
 static unsigned long long fk_next_ctx_id = 1; /* under fk_lock */
 static struct fk_ctx *fk_primary[FK_MAX_DEVICES];
@@ -379,12 +380,4 @@ int fk_ctx_set_poison(struct fk_ctx *c, unsigned long long id, int code)
         atomic_store(&c->poison, code);
     pthread_mutex_unlock(&fk_lock);
     return alive;
-}
-
-FK_EXPORT void fakecuda_poison_context(cdContext ctx, int code)
-{
-    struct fk_ctx *c = fk_ctx_find(ctx);
-    if (c == NULL || !fk_ctx_set_poison(c, atomic_load(&c->live_id), code))
-        fprintf(stderr, "fakecuda: fakecuda_poison_context: %p is not a live context; ignored\n",
-                (void *)ctx);
 }
