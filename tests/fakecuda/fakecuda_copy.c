@@ -84,7 +84,7 @@ static cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api
     return rc;
 }
 
-/* ---- copy operations ------------------------------------------------------------------------------ */
+/* ---- copy operations ------------------------------------------------------------------------- */
 
 /* Builds a copy or memset op (@p src unused for a memset), translating its
  * ranges. Errors leave nothing behind. */

@@ -99,6 +99,20 @@ cdResult fk_ctx_require_current(struct fk_ctx **out, const char *api, int poison
     return CD_SUCCESS;
 }
 
+cdResult fk_ctx_owned_check(const char *api, const char *kind, const void *h,
+                            const char *ended_by, const struct fk_ctx *c,
+                            unsigned long long ctx_id)
+{
+    if (ended_by != NULL)
+        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %s %p used after %s", api, kind, h,
+                            ended_by);
+    if (!fk_ctx_alive(c, ctx_id))
+        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
+                            "%s: %s %p belongs to a dead context (device %d, id %llu)", api, kind,
+                            h, c->device, ctx_id);
+    return CD_SUCCESS;
+}
+
 /* A context handle given by the caller: must be ours and alive. */
 static cdResult fk_ctx_check_handle(cdContext handle, const char *api, struct fk_ctx **out)
 {
@@ -223,7 +237,7 @@ cdResult cuCtxCreate_v2(cdContext *ctx, unsigned int flags, cdDevice dev)
     FK_ENTER(cuCtxCreate);
     if (ctx == NULL || (flags & ~0xffu) != 0)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     if (fk_depth == FK_MAX_STACK)
         return fk_violation(CD_ERROR_INVALID_VALUE, "cuCtxCreate: context stack deeper than %d",
@@ -272,7 +286,7 @@ cdResult cuDevicePrimaryCtxRetain(cdContext *ctx, cdDevice dev)
     FK_ENTER(cuDevicePrimaryCtxRetain);
     if (ctx == NULL)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&fk_lock);
     struct fk_ctx *c = fk_primary[dev];
@@ -287,7 +301,7 @@ cdResult cuDevicePrimaryCtxRetain(cdContext *ctx, cdDevice dev)
 cdResult cuDevicePrimaryCtxRelease_v2(cdDevice dev)
 {
     FK_ENTER(cuDevicePrimaryCtxRelease);
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     struct fk_stream **stopped = NULL;
     int nstopped = 0;
@@ -307,7 +321,7 @@ cdResult cuDevicePrimaryCtxRelease_v2(cdDevice dev)
 cdResult cuDevicePrimaryCtxReset_v2(cdDevice dev)
 {
     FK_ENTER(cuDevicePrimaryCtxReset);
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     struct fk_stream **stopped = NULL;
     int nstopped = 0;
@@ -330,7 +344,7 @@ cdResult cuDevicePrimaryCtxGetState(cdDevice dev, unsigned int *flags, int *acti
     FK_ENTER(cuDevicePrimaryCtxGetState);
     if (flags == NULL || active == NULL)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     *flags = CD_CTX_SCHED_AUTO;
     *active = atomic_load(&fk_primary[dev]->live_id) != 0;

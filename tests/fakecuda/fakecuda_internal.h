@@ -116,6 +116,10 @@ extern struct fk_table fk_pool_table;   /* fakecuda_pool.c */
 extern struct fk_table fk_module_table; /* fakecuda_module.c */
 extern struct fk_table fk_func_table;   /* fakecuda_module.c */
 
+/* ---- fakecuda_device.c: devices ---------------------------------------- */
+
+int fk_device_valid(int dev); /* an ordinal of one of the fk_cfg.devices devices */
+
 /* ---- fakecuda_ctx.c: contexts ------------------------------------------- */
 
 struct fk_stream;
@@ -144,6 +148,13 @@ int fk_ctx_alive(const struct fk_ctx *c, unsigned long long id);
  * is none, CONTEXT_IS_DESTROYED (a violation) when it is dead, the sticky
  * error when @p poison_applies and it has one. */
 cdResult fk_ctx_require_current(struct fk_ctx **out, const char *api, int poison_applies);
+/* The checks of a handle @p h to an object a context owns (a stream, event,
+ * module or function), once its table knew it: @p ended_by names the call
+ * that destroyed or unloaded it (NULL: it did not), and the incarnation
+ * @p ctx_id of its context @p c must be alive. Violations name it @p kind. */
+cdResult fk_ctx_owned_check(const char *api, const char *kind, const void *h,
+                            const char *ended_by, const struct fk_ctx *c,
+                            unsigned long long ctx_id);
 /* Gives the incarnation @p id of @p c the sticky error @p code (0 clears
  * it); nothing when that incarnation is no longer alive. Takes fk_lock. */
 int fk_ctx_set_poison(struct fk_ctx *c, unsigned long long id, int code);
@@ -281,7 +292,7 @@ void fk_streams_atexit(void);
 int fk_count_live_streams(struct fk_ctx *c);
 int fk_count_live_events(struct fk_ctx *c);
 
-/* fakecuda_device.c (devices), fakecuda_copy.c (the copy engine) and
- * fakecuda_module.c (modules and kernel launches) export entry points only. */
+/* fakecuda_copy.c (the copy engine) and fakecuda_module.c (modules and
+ * kernel launches) export entry points only. */
 
 #endif

@@ -522,7 +522,7 @@ cdResult cuMemAdvise_v2(cdDevicePtr ptr, size_t count, unsigned int advice,
     }
     int where;
     if (location.type == CD_MEM_LOCATION_TYPE_DEVICE) {
-        if (location.id < 0 || location.id >= fk_cfg.devices)
+        if (!fk_device_valid(location.id))
             return CD_ERROR_INVALID_DEVICE;
         where = location.id;
     } else if (location.type == CD_MEM_LOCATION_TYPE_HOST) {

@@ -48,15 +48,11 @@ static cdResult fk_module_check_locked(struct CUmod_st *h, const char *api,
     if (m == NULL)
         return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %p is not a module handle", api,
                             (void *)h);
-    if (m->unloaded)
-        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: module %p used after cuModuleUnload",
-                            api, (void *)h);
-    if (!fk_ctx_alive(m->ctx, m->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: module %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, m->ctx->device, m->ctx_id);
-    *out = m;
-    return CD_SUCCESS;
+    cdResult rc = fk_ctx_owned_check(api, "module", h, m->unloaded ? "cuModuleUnload" : NULL,
+                                     m->ctx, m->ctx_id);
+    if (rc == CD_SUCCESS)
+        *out = m;
+    return rc;
 }
 
 static int fk_ident_char(char ch)
@@ -185,10 +181,9 @@ static cdResult fk_function_check_locked(struct CUfunc_st *h, const char *api,
         return fk_violation(CD_ERROR_INVALID_HANDLE,
                             "%s: function %p of module %p used after cuModuleUnload", api,
                             (void *)h, (void *)m->handle);
-    if (!fk_ctx_alive(m->ctx, m->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: function %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, m->ctx->device, m->ctx_id);
+    cdResult rc = fk_ctx_owned_check(api, "function", h, NULL, m->ctx, m->ctx_id);
+    if (rc != CD_SUCCESS)
+        return rc;
     *ctx = m->ctx;
     *ctx_id = m->ctx_id;
     *faults = f->faults;

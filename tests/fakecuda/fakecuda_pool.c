@@ -54,7 +54,7 @@ cdResult cuDeviceGetDefaultMemPool(struct CUmemPoolHandle_st **pool, cdDevice de
     FK_ENTER(cuDeviceGetDefaultMemPool);
     if (pool == NULL)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     struct fk_pool *p = NULL;
     pthread_mutex_lock(&fk_lock);
@@ -78,7 +78,7 @@ cdResult cuMemPoolSetAccess(struct CUmemPoolHandle_st *pool, const struct cd_mem
         const struct cd_mem_access_desc *d = &map[i];
         if (d->location.type != CD_MEM_LOCATION_TYPE_DEVICE)
             rc = CD_ERROR_INVALID_VALUE;
-        else if (d->location.id < 0 || d->location.id >= fk_cfg.devices)
+        else if (!fk_device_valid(d->location.id))
             rc = CD_ERROR_INVALID_DEVICE;
         else if (d->flags != CD_MEM_ACCESS_FLAGS_PROT_NONE &&
                  d->flags != CD_MEM_ACCESS_FLAGS_PROT_READWRITE)
@@ -106,7 +106,7 @@ cdResult cuMemPoolGetAccess(unsigned int *flags, struct CUmemPoolHandle_st *pool
     cdResult rc = fk_pool_check(pool, "cuMemPoolGetAccess", &p);
     if (rc == CD_SUCCESS && location->type != CD_MEM_LOCATION_TYPE_DEVICE)
         rc = CD_ERROR_INVALID_VALUE;
-    else if (rc == CD_SUCCESS && (location->id < 0 || location->id >= fk_cfg.devices))
+    else if (rc == CD_SUCCESS && !fk_device_valid(location->id))
         rc = CD_ERROR_INVALID_DEVICE;
     if (rc == CD_SUCCESS)
         *flags = location->id == p->device ? CD_MEM_ACCESS_FLAGS_PROT_READWRITE

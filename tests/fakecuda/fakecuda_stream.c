@@ -380,15 +380,11 @@ static cdResult fk_stream_check_locked(cdStream h, const char *api, struct fk_st
     if (s == NULL)
         return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %p is not a stream handle", api,
                             (void *)h);
-    if (s->destroyed)
-        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: stream %p used after cuStreamDestroy",
-                            api, (void *)h);
-    if (!fk_ctx_alive(s->ctx, s->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: stream %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, s->ctx->device, s->ctx_id);
-    *out = s;
-    return CD_SUCCESS;
+    cdResult rc = fk_ctx_owned_check(api, "stream", h, s->destroyed ? "cuStreamDestroy" : NULL,
+                                     s->ctx, s->ctx_id);
+    if (rc == CD_SUCCESS)
+        *out = s;
+    return rc;
 }
 
 cdResult fk_stream_for_work_locked(cdStream h, const char *api, struct fk_stream **out)
@@ -567,15 +563,11 @@ static cdResult fk_event_check_locked(cdEvent h, const char *api, struct fk_even
     if (e == NULL)
         return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %p is not an event handle", api,
                             (void *)h);
-    if (e->destroyed)
-        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: event %p used after cuEventDestroy",
-                            api, (void *)h);
-    if (!fk_ctx_alive(e->ctx, e->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: event %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, e->ctx->device, e->ctx_id);
-    *out = e;
-    return CD_SUCCESS;
+    cdResult rc = fk_ctx_owned_check(api, "event", h, e->destroyed ? "cuEventDestroy" : NULL,
+                                     e->ctx, e->ctx_id);
+    if (rc == CD_SUCCESS)
+        *out = e;
+    return rc;
 }
 
 cdResult cuEventCreate(cdEvent *event, unsigned int flags)
@@ -680,7 +672,7 @@ cdResult cuEventSynchronize(cdEvent event)
     return (cdResult)atomic_load(&e->ctx->poison);
 }
 
-/* ---- host functions ----------------------------------------------------------------------------- */
+/* ---- host functions -------------------------------------------------------------------------- */
 
 cdResult cuLaunchHostFunc(cdStream stream, cdHostFn fn, void *user_data)
 {

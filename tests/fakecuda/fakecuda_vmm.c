@@ -99,7 +99,7 @@ static cdResult fk_prop_check(const struct cd_mem_alloc_prop *prop, int *device,
         return CD_ERROR_INVALID_VALUE;
     switch (prop->location.type) {
     case CD_MEM_LOCATION_TYPE_DEVICE:
-        if (prop->location.id < 0 || prop->location.id >= fk_cfg.devices)
+        if (!fk_device_valid(prop->location.id))
             return CD_ERROR_INVALID_DEVICE;
         *device = prop->location.id;
         *host = 0;
@@ -410,7 +410,7 @@ static cdResult fk_access_check(const struct cd_mem_access_desc *d, const struct
         return CD_ERROR_INVALID_VALUE;
     switch (d->location.type) {
     case CD_MEM_LOCATION_TYPE_DEVICE:
-        if (d->location.id < 0 || d->location.id >= fk_cfg.devices)
+        if (!fk_device_valid(d->location.id))
             return CD_ERROR_INVALID_DEVICE;
         /* Without peer access only the memory's own device (or any device,
          * for host memory) can map it. */
@@ -473,8 +473,7 @@ cdResult cuMemGetAccess(unsigned long long *flags, const struct cd_mem_location 
     if (a == NULL || a->kind != FK_MEM_VMM)
         rc = CD_ERROR_INVALID_VALUE;
     else if (location->type == CD_MEM_LOCATION_TYPE_DEVICE)
-        rc = location->id >= 0 && location->id < fk_cfg.devices ? CD_SUCCESS
-                                                                 : CD_ERROR_INVALID_DEVICE;
+        rc = fk_device_valid(location->id) ? CD_SUCCESS : CD_ERROR_INVALID_DEVICE;
     else if (location->type != CD_MEM_LOCATION_TYPE_HOST &&
              location->type != CD_MEM_LOCATION_TYPE_HOST_NUMA)
         rc = CD_ERROR_INVALID_VALUE;
