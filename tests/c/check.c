@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 
+#include "fake.h"
 #include "testdrv.h"
 
 #include <pthread.h>
@@ -32,6 +33,7 @@ void tc_init(const char *test_name)
         fprintf(stderr, "%s: cannot load the CUDA driver\n", tc_name);
         exit(1);
     }
+    tc_fake_load();
     printf("%s: driver %d, %d device(s)%s\n", tc_name, td.driver_version, td.device_count,
            td.is_fake ? " (fake)" : "");
 }
