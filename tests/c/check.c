@@ -38,6 +38,14 @@ void tc_init(const char *test_name)
            td.is_fake ? " (fake)" : "");
 }
 
+int tc_begin(const char *test_name, int max_devices)
+{
+    tc_init(test_name);
+    if (td.device_count < 1)
+        tc_skip("no CUDA device");
+    return td.device_count < max_devices ? td.device_count : max_devices;
+}
+
 static void count_case(int ok)
 {
     pthread_mutex_lock(&tc_lock);

@@ -31,6 +31,11 @@
  * driver cannot be loaded. */
 void tc_init(const char *test_name);
 
+/* The start of a test that needs a CUDA device: tc_init(test_name), then a
+ * skip (exit 77, "no CUDA device") when the driver shows none. Returns the
+ * device count, at most max_devices. */
+int tc_begin(const char *test_name, int max_devices);
+
 /* Print the summary line; return 0 when every case passed, else 1. */
 int tc_finish(void);
 

@@ -594,12 +594,7 @@ static void phase_d(int nops)
 
 int main(void)
 {
-    tc_init("test_backpressure");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("test_backpressure: no CUDA device");
-    if (devices > 2)
-        devices = 2;
+    devices = tc_begin("test_backpressure", 2);
     const char *e = getenv("TEST_BACKPRESSURE_OPS");
     int nops = e != NULL ? atoi(e) : td.is_fake ? 4000 : 20000;
     REQUIRE(nops >= 1);

@@ -206,10 +206,7 @@ static void phase4_user_context(void)
 
 int main(void)
 {
-    tc_init("test_context_rules");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("no CUDA device");
+    devices = tc_begin("test_context_rules", CUCOPY_MAX_DEVICES);
     if (td.is_fake)
         REQUIRE(tc_fake.ctx_creations != NULL && tc_fake.live_streams != NULL &&
                 tc_fake.live_events != NULL);

@@ -302,10 +302,7 @@ static void bad_input(void)
 
 int main(void)
 {
-    tc_init("test_device_query");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
+    ndev = tc_begin("test_device_query", CUCOPY_MAX_DEVICES);
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE(tc_current() == NULL);
 

@@ -298,10 +298,7 @@ static void from_thread_without_context(void)
 
 int main(void)
 {
-    tc_init("test_event_fd");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("no CUDA device");
+    devices = tc_begin("test_event_fd", CUCOPY_MAX_DEVICES);
     tc_buf_alloc(&pinned_src, TC_MEM_PINNED, BIG);
     tc_buf_alloc(&pinned_dst, TC_MEM_PINNED, BIG);
     tc_buf_alloc(&dev[0], TC_MEM_DEV0, BIG);

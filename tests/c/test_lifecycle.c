@@ -609,10 +609,7 @@ static void phase_g_destroy_after_close(void)
 
 int main(void)
 {
-    tc_init("test_lifecycle");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("test_lifecycle: no CUDA device");
+    devices = tc_begin("test_lifecycle", CUCOPY_MAX_DEVICES);
     if (td.is_fake)
         REQUIRE(tc_fake.violations != NULL && tc_fake.live_streams != NULL &&
                 tc_fake.live_events != NULL && tc_fake.set_delay_us != NULL);

@@ -340,12 +340,7 @@ static void bad_frees_and_params(void)
 
 int main(void)
 {
-    tc_init("test_mem_alloc");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
-    if (ndev > CUCOPY_MAX_DEVICES)
-        ndev = CUCOPY_MAX_DEVICES;
+    ndev = tc_begin("test_mem_alloc", CUCOPY_MAX_DEVICES);
     if (tc_fake.live_allocations != NULL)
         live_start = tc_fake.live_allocations();
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));

@@ -551,12 +551,7 @@ static void freed_pointers(void)
 
 int main(void)
 {
-    tc_init("test_mem_query");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
-    if (ndev > CUCOPY_MAX_DEVICES)
-        ndev = CUCOPY_MAX_DEVICES;
+    ndev = tc_begin("test_mem_query", CUCOPY_MAX_DEVICES);
     other_dev = ndev > 1 ? ndev - 1 : -1;
     if (other_dev < 0)
         printf("test_mem_query: one device: the other-device cases are not run\n");

@@ -379,12 +379,7 @@ static void phase5_reset(void)
 
 int main(void)
 {
-    tc_init("test_mem_reg");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
-    if (ndev > CUCOPY_MAX_DEVICES)
-        ndev = CUCOPY_MAX_DEVICES;
+    ndev = tc_begin("test_mem_reg", CUCOPY_MAX_DEVICES);
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE(tc_current() == NULL);
 

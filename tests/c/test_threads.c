@@ -347,12 +347,7 @@ static void verify(void)
 
 int main(void)
 {
-    tc_init("test_threads");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("test_threads: no CUDA device");
-    if (ndev > MAX_DEV)
-        ndev = MAX_DEV;
+    ndev = tc_begin("test_threads", MAX_DEV);
     const char *e = getenv("TEST_THREADS_OPS");
     nper = e != NULL ? atoi(e) : 2000;
     e = getenv("TEST_THREADS_THREADS");
