@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 
+#include "fake.h"
 #include "testdrv.h"
 
 #include <pthread.h>
@@ -32,8 +33,17 @@ void tc_init(const char *test_name)
         fprintf(stderr, "%s: cannot load the CUDA driver\n", tc_name);
         exit(1);
     }
+    tc_fake_load();
     printf("%s: driver %d, %d device(s)%s\n", tc_name, td.driver_version, td.device_count,
            td.is_fake ? " (fake)" : "");
+}
+
+int tc_begin(const char *test_name, int max_devices)
+{
+    tc_init(test_name);
+    if (td.device_count < 1)
+        tc_skip("no CUDA device");
+    return td.device_count < max_devices ? td.device_count : max_devices;
 }
 
 static void count_case(int ok)

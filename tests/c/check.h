@@ -1,6 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Checks, counting and reporting for the C conformance suite.
+ * Checks, counting and reporting for the C conformance suite: the bottom
+ * layer of its helpers, which go (each on the ones before it)
+ *   testdrv.h (tests/common)  the raw driver table td
+ *   fake.h                    the fake driver's controls, NULL on a GPU
+ *   check.h                   this: start, checks, cases, completions
+ *   ctx.h                     contexts through the raw driver
+ *   mem.h                     test buffers of every memory kind
+ *   calls.h                   checked cucopy calls (TC_CALL) and copies
+ * Helpers are named tc_* (TC_* for macros and constants); the check macros
+ * below (CHECK, CHECKF, CHECK_STATUS, FAIL_IF, REQUIRE, REQUIRE_OK) are the
+ * suite's assertions and carry no prefix.
  *
  * Every CHECK* counts one case unless it runs inside tc_case_begin() ..
  * tc_case_end(), which makes the whole group one case (failing if any check
@@ -16,9 +26,15 @@
 
 #include <stddef.h>
 
-/* Name the test (for the summary line) and load the driver table `td`
- * (testdrv.h). Exits 1 when the driver cannot be loaded. */
+/* Name the test (for the summary line), load the driver table `td`
+ * (testdrv.h) and the fake's controls (tc_fake, fake.h). Exits 1 when the
+ * driver cannot be loaded. */
 void tc_init(const char *test_name);
+
+/* The start of a test that needs a CUDA device: tc_init(test_name), then a
+ * skip (exit 77, "no CUDA device") when the driver shows none. Returns the
+ * device count, at most max_devices. */
+int tc_begin(const char *test_name, int max_devices);
 
 /* Print the summary line; return 0 when every case passed, else 1. */
 int tc_finish(void);

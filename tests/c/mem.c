@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static cdContext primaries[64];
+static pthread_mutex_t pattern_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *pattern;
 static size_t pattern_len;
 
@@ -28,42 +27,6 @@ const char *tc_mem_kind_name(enum tc_mem_kind kind)
 int tc_mem_kind_device(enum tc_mem_kind kind)
 {
     return kind == TC_MEM_DEV0 ? 0 : kind == TC_MEM_DEV1 ? 1 : -1;
-}
-
-cdContext tc_primary(int dev)
-{
-    REQUIRE(dev >= 0 && dev < 64 && dev < td.device_count);
-    pthread_mutex_lock(&mem_lock);
-    if (primaries[dev] == NULL) {
-        cdDevice d;
-        TD_CHECK(td.cuDeviceGet(&d, dev));
-        TD_CHECK(td.cuDevicePrimaryCtxRetain(&primaries[dev], d));
-    }
-    cdContext ctx = primaries[dev];
-    pthread_mutex_unlock(&mem_lock);
-    return ctx;
-}
-
-cdContext tc_current(void)
-{
-    cdContext ctx = NULL;
-    TD_CHECK(td.cuCtxGetCurrent(&ctx));
-    return ctx;
-}
-
-void tc_push(cdContext ctx)
-{
-    if (ctx != NULL)
-        TD_CHECK(td.cuCtxPushCurrent(ctx));
-}
-
-void tc_pop(cdContext ctx)
-{
-    if (ctx != NULL) {
-        cdContext popped = NULL;
-        TD_CHECK(td.cuCtxPopCurrent(&popped));
-        REQUIRE(popped == ctx);
-    }
 }
 
 void tc_buf_alloc(struct tc_buf *b, enum tc_mem_kind kind, size_t size)
@@ -133,6 +96,19 @@ void tc_buf_free(struct tc_buf *b)
     memset(b, 0, sizeof(*b));
 }
 
+struct tc_buf tc_buf_view(enum tc_mem_kind kind, cdContext ctx, uint64_t addr, size_t size,
+                          int host)
+{
+    struct tc_buf b;
+    memset(&b, 0, sizeof(b));
+    b.kind = kind;
+    b.ctx = ctx;
+    b.dptr = addr;
+    b.size = size;
+    b.host = host ? (unsigned char *)(uintptr_t)addr : NULL;
+    return b;
+}
+
 uint64_t tc_buf_addr(const struct tc_buf *b, size_t off)
 {
     return (uint64_t)b->dptr + off;
@@ -187,7 +163,7 @@ void tc_buf_set(const struct tc_buf *b, size_t off, unsigned char value, size_t 
 
 const unsigned char *tc_pattern(size_t len)
 {
-    pthread_mutex_lock(&mem_lock);
+    pthread_mutex_lock(&pattern_lock);
     if (pattern_len < len + 256) {
         size_t n = len + 256;
         unsigned char *p = realloc(pattern, n);
@@ -204,6 +180,6 @@ const unsigned char *tc_pattern(size_t len)
         pattern_len = n;
     }
     const unsigned char *p = pattern;
-    pthread_mutex_unlock(&mem_lock);
+    pthread_mutex_unlock(&pattern_lock);
     return p;
 }

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test buffers of every memory kind, allocated and read/written through the
- * raw driver (testdrv.h), never through cucopy. Device and managed memory
- * are only touched with cuMemcpy/cuMemset (device memory is not CPU
- * accessible, on a real GPU or on the fake driver).
+ * raw driver (testdrv.h), never through cucopy, in the contexts of ctx.h.
+ * Device and managed memory are only touched with cuMemcpy/cuMemset (device
+ * memory is not CPU accessible, on a real GPU or on the fake driver).
  */
 #ifndef CUCOPY_TEST_MEM_H
 #define CUCOPY_TEST_MEM_H
 
+#include "ctx.h"
 #include "testdrv.h"
 
 #include <stddef.h>
@@ -35,16 +36,18 @@ const char *tc_mem_kind_name(enum tc_mem_kind kind);
 /* Device of a device kind (DEV0 -> 0, DEV1 -> 1), -1 for the others. */
 int tc_mem_kind_device(enum tc_mem_kind kind);
 
-/* Retain (once per process) and return device dev's primary context. This
- * activates it. */
-cdContext tc_primary(int dev);
-
 /* Allocate; ends the test on failure. */
 void tc_buf_alloc(struct tc_buf *b, enum tc_mem_kind kind, size_t size);
 
 /* Allocate device memory in a given context (e.g. one from cuCtxCreate). */
 void tc_buf_alloc_in(struct tc_buf *b, cdContext ctx, size_t size);
 void tc_buf_free(struct tc_buf *b);
+
+/* A tc_buf view of memory the test manages itself (VMM, pool, cucopy
+ * memory): read and written with the raw driver in @p ctx (host memory:
+ * directly). Never pass it to tc_buf_free. */
+struct tc_buf tc_buf_view(enum tc_mem_kind kind, cdContext ctx, uint64_t addr, size_t size,
+                          int host);
 
 /* Address of byte off, as cucopy takes it. */
 uint64_t tc_buf_addr(const struct tc_buf *b, size_t off);
@@ -56,12 +59,5 @@ void tc_buf_set(const struct tc_buf *b, size_t off, unsigned char value, size_t 
 /* A fixed pseudo-random byte sequence of at least len + 256 bytes; data for
  * seed s (0..255) is tc_pattern(len) + s. */
 const unsigned char *tc_pattern(size_t len);
-
-/* Push ctx (when not NULL) / pop it again; end the test on failure. */
-void tc_push(cdContext ctx);
-void tc_pop(cdContext ctx);
-
-/* The calling thread's current context. */
-cdContext tc_current(void);
 
 #endif

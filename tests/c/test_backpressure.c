@@ -24,7 +24,7 @@
  * TEST_BACKPRESSURE_OPS overrides the number of phase D operations.
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -38,40 +38,23 @@
 static cucopy_context_h cctx;
 static int devices;
 static size_t stride; /* bytes per op region */
-static int (*fake_live_events)(cdContext);
 static struct tc_buf hsrc, hdst; /* pinned source, pageable destination */
 static struct tc_buf dsrc[2], ddst[2];
-
-/* A call made a timing-dependent number of times (progress loops): like
- * MT_CALL, but only a failure counts, so the case count stays fixed. */
-#define LOOP_CALL(expr) loop_after((int)(expr), #expr, __FILE__, __LINE__)
-static int loop_after(int status, const char *what, const char *file, int line)
-{
-    cdContext now = tc_current();
-    if (now != NULL)
-        tc_check(0, file, line, "%s left context %p current", what, (void *)now);
-    return status;
-}
 
 /* Flush with NULL until OK: one case. */
 static void flush_all(cucopy_iface_h iface)
 {
     double deadline = tc_now() + TIMEOUT_S;
     int s;
-    while ((s = LOOP_CALL(cucopy_iface_flush(iface, 0, NULL))) == CUCOPY_INPROGRESS &&
+    while ((s = TC_LOOP_CALL(cucopy_iface_flush(iface, 0, NULL))) == CUCOPY_INPROGRESS &&
            tc_now() < deadline)
-        LOOP_CALL(cucopy_iface_progress(iface));
+        TC_LOOP_CALL(cucopy_iface_progress(iface));
     CHECK_STATUS(s, CUCOPY_OK);
 }
 
 static void *ptr(const struct tc_buf *b, size_t off)
 {
     return (void *)(uintptr_t)(b->dptr + off);
-}
-
-static long violations(void)
-{
-    return mt_fake.violations != NULL ? mt_fake.violations() : 0;
 }
 
 static cucopy_iface_h open_iface(cucopy_context_h c, int max_events)
@@ -117,7 +100,7 @@ static int progress_all(cucopy_iface_h iface, struct tc_comp *c, const int *st, 
         if (FAIL_IF(tc_now() > deadline, "%d completion(s) did not fire within %.0f s", pending,
                     TIMEOUT_S))
             return 0;
-        int r = LOOP_CALL(cucopy_iface_progress(iface));
+        int r = TC_LOOP_CALL(cucopy_iface_progress(iface));
         if (FAIL_IF(r < 0, "progress returned %s: %s", tc_status_name(r), cucopy_last_error()))
             return 0;
     }
@@ -145,7 +128,7 @@ static int fill_pool(cucopy_ep_h ep, const struct tc_buf *dst, struct tc_comp *c
     for (int i = first; i < first + limit; i++) {
         cucopy_iov_t iov = {ptr(&hsrc, i * stride), stride};
         tc_comp_init(&c[i], 1);
-        st[i] = MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(dst, i * stride), &c[i].comp));
+        st[i] = TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(dst, i * stride), &c[i].comp));
         if (st[i] == CUCOPY_ERR_NO_RESOURCE)
             break;
         CHECKF(st[i] == CUCOPY_INPROGRESS, "put_zcopy %d returned %s: %s", i,
@@ -159,7 +142,7 @@ static int fill_pool(cucopy_ep_h ep, const struct tc_buf *dst, struct tc_comp *c
 
 static void phase_a(void)
 {
-    long v0 = violations();
+    long v0 = tc_violations();
     const unsigned char *pat = tc_pattern(hsrc.size);
     cucopy_iface_h iface = open_iface(cctx, M);
     cucopy_ep_h ep;
@@ -192,12 +175,12 @@ static void phase_a(void)
     struct tc_comp cg;
     tc_comp_init(&cg, 1);
     cucopy_iov_t giov = {ptr(&hdst, 0), stride};
-    CHECK_STATUS(MT_CALL(cucopy_ep_get_zcopy(ep, &giov, 1, tc_buf_addr(&dsrc[0], 0), &cg.comp)),
+    CHECK_STATUS(TC_CALL(cucopy_ep_get_zcopy(ep, &giov, 1, tc_buf_addr(&dsrc[0], 0), &cg.comp)),
                  CUCOPY_ERR_NO_RESOURCE);
     CHECK(cg.fired == 0 && cg.comp.count == 1 && cg.comp.status == CUCOPY_OK);
     /* A device -> device copy on device 0's context: same pool. */
     cucopy_iov_t diov = {ptr(&dsrc[0], 0), stride};
-    CHECK_STATUS(MT_CALL(cucopy_ep_put_zcopy(ep, &diov, 1, tc_buf_addr(&hdst, stride), &cg.comp)),
+    CHECK_STATUS(TC_CALL(cucopy_ep_put_zcopy(ep, &diov, 1, tc_buf_addr(&hdst, stride), &cg.comp)),
                  CUCOPY_ERR_NO_RESOURCE);
     CHECK(cg.fired == 0 && cg.comp.count == 1);
 
@@ -209,14 +192,14 @@ static void phase_a(void)
                M);
         CHECK_STATUS(st[base1 + n1], CUCOPY_ERR_NO_RESOURCE);
     }
-    if (fake_live_events != NULL) {
-        CHECKF(fake_live_events(tc_primary(0)) == M, "phase A: %d events on device 0, cap %d",
-               fake_live_events(tc_primary(0)), M);
+    if (tc_fake.live_events != NULL) {
+        CHECKF(tc_fake.live_events(tc_primary(0)) == M, "phase A: %d events on device 0, cap %d",
+               tc_fake.live_events(tc_primary(0)), M);
     }
 
     /* Short copies need no event. */
     size_t soff = (size_t)(N - 1) * stride;
-    CHECK_STATUS(MT_CALL(cucopy_ep_put_short(ep, ptr(&hsrc, soff), stride,
+    CHECK_STATUS(TC_CALL(cucopy_ep_put_short(ep, ptr(&hsrc, soff), stride,
                                              tc_buf_addr(&ddst[0], soff))),
                  CUCOPY_OK);
     CHECKF(region_is(&ddst[0], soff, stride, pat + soff, 0),
@@ -244,7 +227,7 @@ static void phase_a(void)
 
     /* Retry the rejected op: it succeeds now. */
     cucopy_iov_t riov = {ptr(&hsrc, rej * stride), stride};
-    st[rej] = MT_CALL(cucopy_ep_put_zcopy(ep, &riov, 1, tc_buf_addr(&ddst[0], rej * stride),
+    st[rej] = TC_CALL(cucopy_ep_put_zcopy(ep, &riov, 1, tc_buf_addr(&ddst[0], rej * stride),
                                           &c[rej].comp));
     CHECK_STATUS(st[rej], CUCOPY_INPROGRESS);
     progress_all(iface, c, st, rej + 1);
@@ -258,15 +241,15 @@ static void phase_a(void)
     int base2 = 3 * M + 2;
     int again = fill_pool(ep, &ddst[0], c, st, base2, M + 1);
     CHECKF(again == M, "phase A: after progress device 0 accepted %d, expected %d", again, M);
-    if (fake_live_events != NULL)
-        CHECKF(fake_live_events(tc_primary(0)) == M, "phase A: %d events on device 0, cap %d",
-               fake_live_events(tc_primary(0)), M);
+    if (tc_fake.live_events != NULL)
+        CHECKF(tc_fake.live_events(tc_primary(0)) == M, "phase A: %d events on device 0, cap %d",
+               tc_fake.live_events(tc_primary(0)), M);
     progress_all(iface, c, st, base2 + M + 1);
     for (int i = base2; i < base2 + M + 1; i++)
         if (st[i] == CUCOPY_INPROGRESS)
             (void)FAIL_IF(c[i].fired != 1, "phase A (again): op %d fired %d time(s)", i, c[i].fired);
     for (int k = 0; k < 5; k++)
-        CHECK(MT_CALL(cucopy_iface_progress(iface)) >= 0);
+        CHECK(TC_CALL(cucopy_iface_progress(iface)) >= 0);
     for (int i = 0; i < base2 + M + 1; i++)
         (void)FAIL_IF(c[i].fired > 1, "phase A: op %d fired %d times", i, c[i].fired);
     printf("test_backpressure: phase A: max_events %d: device 0 accepted %d then NO_RESOURCE, "
@@ -274,15 +257,15 @@ static void phase_a(void)
     flush_all(iface);
     CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
-    if (mt_fake.violations != NULL)
-        CHECKF(violations() == v0, "phase A: %ld driver misuse(s)", violations() - v0);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_violations() == v0, "phase A: %ld driver misuse(s)", tc_violations() - v0);
 }
 
 /* ---- phase B ------------------------------------------------------------------ */
 
 static void phase_b(void)
 {
-    long v0 = violations();
+    long v0 = tc_violations();
     const char *old = getenv("CUCOPY_MAX_EVENTS");
     char *saved = old != NULL ? strdup(old) : NULL;
 
@@ -348,15 +331,15 @@ static void phase_b(void)
         cucopy_iface_close(none);
     CHECK_STATUS(cucopy_context_destroy(c2), CUCOPY_OK);
     free(saved);
-    if (mt_fake.violations != NULL)
-        CHECKF(violations() == v0, "phase B: %ld driver misuse(s)", violations() - v0);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_violations() == v0, "phase B: %ld driver misuse(s)", tc_violations() - v0);
 }
 
 /* ---- phase C ------------------------------------------------------------------ */
 
 static void phase_c(void)
 {
-    long v0 = violations();
+    long v0 = tc_violations();
     const unsigned char *pat = tc_pattern(hsrc.size);
     enum { P = 8 };
     size_t piece = stride / 2;
@@ -377,14 +360,14 @@ static void phase_c(void)
     struct tc_comp c[4];
     int st[4];
     tc_comp_init(&c[0], 1);
-    st[0] = MT_CALL(cucopy_ep_put_zcopy(ep, iov, P, tc_buf_addr(&ddst[0], 0), &c[0].comp));
+    st[0] = TC_CALL(cucopy_ep_put_zcopy(ep, iov, P, tc_buf_addr(&ddst[0], 0), &c[0].comp));
     CHECKF(st[0] == CUCOPY_INPROGRESS, "phase C: 8-piece put_zcopy to one device with "
                                        "max_events 1 returned %s: %s",
            tc_status_name(st[0]), cucopy_last_error());
     /* Its one event is in use: a second op on device 0 waits for progress. */
     tc_comp_init(&c[1], 1);
     cucopy_iov_t one = {ptr(&hsrc, 0), piece};
-    st[1] = MT_CALL(cucopy_ep_put_zcopy(ep, &one, 1, tc_buf_addr(&ddst[0], P * piece), &c[1].comp));
+    st[1] = TC_CALL(cucopy_ep_put_zcopy(ep, &one, 1, tc_buf_addr(&ddst[0], P * piece), &c[1].comp));
     CHECK_STATUS(st[1], CUCOPY_ERR_NO_RESOURCE);
     CHECK(c[1].fired == 0 && c[1].comp.count == 1);
     progress_all(iface, c, st, 2);
@@ -396,7 +379,7 @@ static void phase_c(void)
     for (int k = 0; k < P; k++)
         iov[k].buffer = ptr(&hdst, (size_t)k * stride);
     tc_comp_init(&c[2], 1);
-    st[2] = MT_CALL(cucopy_ep_get_zcopy(ep, iov, P, tc_buf_addr(&ddst[0], 0), &c[2].comp));
+    st[2] = TC_CALL(cucopy_ep_get_zcopy(ep, iov, P, tc_buf_addr(&ddst[0], 0), &c[2].comp));
     CHECKF(st[2] == CUCOPY_INPROGRESS, "phase C: 8-piece get_zcopy from one device with "
                                        "max_events 1 returned %s: %s",
            tc_status_name(st[2]), cucopy_last_error());
@@ -414,7 +397,7 @@ static void phase_c(void)
      * another): needs 2 events; with 1, NO_RESOURCE even when idle. */
     cucopy_iov_t two[2] = {{ptr(&hsrc, 0), piece}, {ptr(&dsrc[0], piece), piece}};
     tc_comp_init(&c[3], 1);
-    st[3] = MT_CALL(cucopy_ep_put_zcopy(ep, two, 2, tc_buf_addr(&ddst[0], 2 * stride), &c[3].comp));
+    st[3] = TC_CALL(cucopy_ep_put_zcopy(ep, two, 2, tc_buf_addr(&ddst[0], 2 * stride), &c[3].comp));
     CHECK_STATUS(st[3], CUCOPY_ERR_NO_RESOURCE);
     CHECKF(c[3].fired == 0 && c[3].comp.count == 1 && c[3].comp.status == CUCOPY_OK,
            "phase C: rejected 2-run op touched its completion");
@@ -423,10 +406,10 @@ static void phase_c(void)
     double deadline = tc_now() + TIMEOUT_S;
     int s;
     tc_comp_init(&c[0], 1);
-    while ((s = LOOP_CALL(cucopy_ep_put_zcopy(ep, &one, 1, tc_buf_addr(&ddst[0], 3 * stride),
+    while ((s = TC_LOOP_CALL(cucopy_ep_put_zcopy(ep, &one, 1, tc_buf_addr(&ddst[0], 3 * stride),
                                             &c[0].comp))) == CUCOPY_ERR_NO_RESOURCE &&
            tc_now() < deadline)
-        LOOP_CALL(cucopy_iface_progress(iface));
+        TC_LOOP_CALL(cucopy_iface_progress(iface));
     CHECKF(s == CUCOPY_INPROGRESS, "phase C: after a rejected 2-run op a single piece got %s",
            tc_status_name(s));
     st[0] = s;
@@ -441,7 +424,7 @@ static void phase_c(void)
     iface = open_iface(cctx, 2);
     REQUIRE_OK(cucopy_ep_create(iface, &ep));
     tc_comp_init(&c[3], 1);
-    st[3] = MT_CALL(cucopy_ep_put_zcopy(ep, two, 2, tc_buf_addr(&ddst[0], 4 * stride), &c[3].comp));
+    st[3] = TC_CALL(cucopy_ep_put_zcopy(ep, two, 2, tc_buf_addr(&ddst[0], 4 * stride), &c[3].comp));
     CHECKF(st[3] == CUCOPY_INPROGRESS, "phase C: 2-run op with max_events 2 returned %s: %s",
            tc_status_name(st[3]), cucopy_last_error());
     progress_all(iface, c + 3, st + 3, 1);
@@ -453,8 +436,8 @@ static void phase_c(void)
     CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
     free(want);
-    if (mt_fake.violations != NULL)
-        CHECKF(violations() == v0, "phase C: %ld driver misuse(s)", violations() - v0);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_violations() == v0, "phase C: %ld driver misuse(s)", tc_violations() - v0);
 }
 
 /* ---- phase D ------------------------------------------------------------------ */
@@ -477,7 +460,7 @@ static unsigned rnd(unsigned n)
 
 static void phase_d(int nops)
 {
-    long v0 = violations();
+    long v0 = tc_violations();
     const unsigned char *pat = tc_pattern(hsrc.size);
     const int maxev = 4;
     cucopy_iface_h iface = open_iface(cctx, maxev);
@@ -605,20 +588,13 @@ static void phase_d(int nops)
     CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
     free(ops);
-    if (mt_fake.violations != NULL)
-        CHECKF(violations() == v0, "phase D: %ld driver misuse(s)", violations() - v0);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_violations() == v0, "phase D: %ld driver misuse(s)", tc_violations() - v0);
 }
 
 int main(void)
 {
-    tc_init("test_backpressure");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("test_backpressure: no CUDA device");
-    if (devices > 2)
-        devices = 2;
-    mt_init_fake();
-    fake_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
+    devices = tc_begin("test_backpressure", 2);
     const char *e = getenv("TEST_BACKPRESSURE_OPS");
     int nops = e != NULL ? atoi(e) : td.is_fake ? 4000 : 20000;
     REQUIRE(nops >= 1);
@@ -635,7 +611,7 @@ int main(void)
     tc_buf_write(&hsrc, 0, tc_pattern(size), size);
     REQUIRE_OK(cucopy_context_create(NULL, &cctx));
     printf("test_backpressure: %d device(s), %s driver\n", devices, td.is_fake ? "fake" : "real");
-    long v0 = violations();
+    long v0 = tc_violations();
 
     phase_a();
     phase_b();
@@ -643,8 +619,9 @@ int main(void)
     phase_d(nops);
 
     CHECK_STATUS(cucopy_context_destroy(cctx), CUCOPY_OK);
-    if (mt_fake.violations != NULL)
-        CHECKF(violations() == v0, "%ld driver misuse(s) in the whole test", violations() - v0);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_violations() == v0, "%ld driver misuse(s) in the whole test",
+               tc_violations() - v0);
     tc_buf_free(&hsrc);
     tc_buf_free(&hdst);
     for (int d = 0; d < devices; d++) {

@@ -116,10 +116,7 @@ out:
 
 int main(void)
 {
-    tc_init("test_callback_order");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("test_callback_order: no CUDA device");
+    ndev = tc_begin("test_callback_order", CUCOPY_MAX_DEVICES);
     const char *e = getenv("TEST_ORDER_OPS");
     nops = e != NULL ? atol(e) : 5000;
     REQUIRE(nops >= 1);

@@ -187,10 +187,7 @@ static void run_case(enum tc_mem_kind sk, enum tc_mem_kind dk, enum method m, en
 
 int main(void)
 {
-    tc_init("test_copy_matrix");
-    int devices = td.device_count;
-    if (devices < 1)
-        tc_skip("no CUDA device");
+    int devices = tc_begin("test_copy_matrix", CUCOPY_MAX_DEVICES);
     if (devices < 2)
         printf("test_copy_matrix: one device: pairs with device 1 are skipped\n");
 

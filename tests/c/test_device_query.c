@@ -9,10 +9,14 @@
  * thread.
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <ctype.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static cucopy_context_h ctx;
 static int ndev;
@@ -55,11 +59,11 @@ static int bus_id_format_ok(const char *s)
 static void check_device(int d, const char *when)
 {
     cucopy_device_attr_t a;
-    int active_before = mt_primary_active(d);
+    int active_before = tc_primary_active(d);
     memset(&a, 0xa5, sizeof(a));
     a.field_mask = ALL_DEVICE_FIELDS;
     tc_case_begin("device_query(%d) all fields, %s", d, when);
-    if (CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, d, &a)), CUCOPY_OK)) {
+    if (CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, d, &a)), CUCOPY_OK)) {
         char name[256] = "";
         TD_CHECK(td.cuDeviceGetName(name, sizeof(name), d));
         CHECKF(memchr(a.name, 0, sizeof(a.name)) != NULL && a.name[0] != 0, "empty name");
@@ -134,7 +138,7 @@ static void check_device(int d, const char *when)
         CHECKF(a.primary_active == active_before, "primary_active %d, driver says %d",
                a.primary_active, active_before);
     }
-    CHECKF(mt_primary_active(d) == active_before, "the query changed the primary state");
+    CHECKF(tc_primary_active(d) == active_before, "the query changed the primary state");
     tc_case_end();
 }
 
@@ -166,7 +170,7 @@ static void check_field_mask(int d)
         memset(&a, 0xa5, sizeof(a));
         a.field_mask = f[i].bit;
         tc_case_begin("device_query(%d) field_mask = %s only", d, f[i].name);
-        CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, d, &a)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, d, &a)), CUCOPY_OK);
         for (size_t j = 0; j < n; j++) {
             if (j == i)
                 continue;
@@ -189,12 +193,12 @@ static void check_peers(const char *when)
             memset(&a, 0xa5, sizeof(a));
             a.field_mask = ALL_PEER_FIELDS;
             if (p == d) {
-                CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, d, p, &a)),
+                CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, d, p, &a)),
                              CUCOPY_ERR_INVALID_PARAM);
                 continue;
             }
             tc_case_begin("device_peer_query(%d, %d), %s", d, p, when);
-            if (CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, d, p, &a)), CUCOPY_OK)) {
+            if (CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, d, p, &a)), CUCOPY_OK)) {
                 int can = 0, sup = 0, atom = 0, rank = 0;
                 TD_CHECK(td.cuDeviceCanAccessPeer(&can, d, p));
                 TD_CHECK(td.cuDeviceGetP2PAttribute(&sup, CD_P2P_ATTRIBUTE_ACCESS_SUPPORTED, d, p));
@@ -214,7 +218,7 @@ static void check_peers(const char *when)
             memset(&a, 0xa5, sizeof(a));
             a.field_mask = CUCOPY_PEER_ATTR_CAN_ACCESS;
             tc_case_begin("device_peer_query(%d, %d) can_access only", d, p);
-            CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, d, p, &a)), CUCOPY_OK);
+            CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, d, p, &a)), CUCOPY_OK);
             CHECK(a.can_access == 0 || a.can_access == 1);
             CHECKF(a.access_supported == (int)0xa5a5a5a5 && a.native_atomics == (int)0xa5a5a5a5 &&
                        a.performance_rank == (int)0xa5a5a5a5,
@@ -227,7 +231,7 @@ static void check_peers(const char *when)
 static void check_all(const char *when)
 {
     int n = -1;
-    CHECK_STATUS(MT_CALL(cucopy_device_count(ctx, &n)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_device_count(ctx, &n)), CUCOPY_OK);
     CHECKF(n == ndev, "device_count %d, driver %d (%s)", n, ndev, when);
     for (int d = 0; d < ndev; d++)
         check_device(d, when);
@@ -244,8 +248,8 @@ static void check_distinct(void)
             memset(&b, 0, sizeof(b));
             a.field_mask = b.field_mask = CUCOPY_DEVICE_ATTR_UUID | CUCOPY_DEVICE_ATTR_PCI_BUS_ID;
             tc_case_begin("devices %d and %d differ in UUID and PCI bus id", d, e);
-            CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, d, &a)), CUCOPY_OK);
-            CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, e, &b)), CUCOPY_OK);
+            CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, d, &a)), CUCOPY_OK);
+            CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, e, &b)), CUCOPY_OK);
             CHECKF(memcmp(a.uuid, b.uuid, 16) != 0, "same UUID");
             CHECKF(strcmp(a.pci_bus_id, b.pci_bus_id) != 0, "same PCI bus id %s", a.pci_bus_id);
             tc_case_end();
@@ -269,40 +273,36 @@ static void bad_input(void)
     memset(&p, 0, sizeof(p));
     a.field_mask = ALL_DEVICE_FIELDS;
     p.field_mask = ALL_PEER_FIELDS;
-    CHECK_STATUS(MT_CALL(cucopy_device_count(ctx, NULL)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_count(NULL, &(int){0})), CUCOPY_ERR_INVALID_HANDLE);
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, -1, &a)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, ndev, &a)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, 1 << 20, &a)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, 0, NULL)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_query(NULL, 0, &a)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_device_count(ctx, NULL)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_count(NULL, &(int){0})), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, -1, &a)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, ndev, &a)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, 1 << 20, &a)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, 0, NULL)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(NULL, 0, &a)), CUCOPY_ERR_INVALID_HANDLE);
     a.field_mask = ALL_DEVICE_FIELDS | (1u << 8);
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, 0, &a)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, 0, &a)), CUCOPY_ERR_INVALID_PARAM);
     a.field_mask = 1ull << 63;
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, 0, &a)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, 0, &a)), CUCOPY_ERR_INVALID_PARAM);
     a.field_mask = 0;
-    CHECK_STATUS(MT_CALL(cucopy_device_query(ctx, 0, &a)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_device_query(ctx, 0, &a)), CUCOPY_OK);
 
-    CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, -1, 0, &p)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, 0, -1, &p)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, 0, ndev, &p)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, ndev, 0, &p)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, 0, 0, &p)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_device_peer_query(NULL, 0, 1, &p)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, -1, 0, &p)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, 0, -1, &p)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, 0, ndev, &p)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, ndev, 0, &p)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, 0, 0, &p)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_device_peer_query(NULL, 0, 1, &p)), CUCOPY_ERR_INVALID_HANDLE);
     if (ndev > 1) {
-        CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, 0, 1, NULL)), CUCOPY_ERR_INVALID_PARAM);
+        CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, 0, 1, NULL)), CUCOPY_ERR_INVALID_PARAM);
         p.field_mask = ALL_PEER_FIELDS | (1u << 4);
-        CHECK_STATUS(MT_CALL(cucopy_device_peer_query(ctx, 0, 1, &p)), CUCOPY_ERR_INVALID_PARAM);
+        CHECK_STATUS(TC_CALL(cucopy_device_peer_query(ctx, 0, 1, &p)), CUCOPY_ERR_INVALID_PARAM);
     }
 }
 
 int main(void)
 {
-    tc_init("test_device_query");
-    mt_init_fake();
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
+    ndev = tc_begin("test_device_query", CUCOPY_MAX_DEVICES);
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE(tc_current() == NULL);
 
@@ -317,7 +317,7 @@ int main(void)
 
     /* 2. Device 0's primary context active and current. */
     cdContext p0 = tc_primary(0);
-    CHECK(mt_primary_active(0));
+    CHECK(tc_primary_active(0));
     check_all("primary 0 active, none current");
     TD_CHECK(td.cuCtxSetCurrent(p0));
     check_all("primary 0 current");
@@ -337,7 +337,7 @@ int main(void)
     pthread_join(t, NULL);
 
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
-    if (mt_fake.violations != NULL)
-        CHECKF(mt_fake.violations() == 0, "%ld fake-driver violation(s)", mt_fake.violations());
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_fake.violations() == 0, "%ld fake-driver violation(s)", tc_fake.violations());
     return tc_finish();
 }

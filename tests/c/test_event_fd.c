@@ -110,6 +110,17 @@ static int zcopy(const struct tc_buf *src, const struct tc_buf *dst, size_t len,
     return s;
 }
 
+/* Arm with nothing outstanding: OK, and the fd must stay quiet, or every
+ * waiting loop would spin; it is close-on-exec and non-blocking. */
+static void idle_arm(void)
+{
+    CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECKF(poll(&p, 1, 0) == 0, "the fd is readable after an idle arm");
+    CHECKF(fcntl(fd, F_GETFD) & FD_CLOEXEC, "the event fd is not close-on-exec");
+    CHECKF(fcntl(fd, F_GETFL) & O_NONBLOCK, "the event fd is blocking");
+}
+
 static void check_fd(void)
 {
     REQUIRE_OK(cucopy_iface_event_fd(iface, &fd));
@@ -118,13 +129,7 @@ static void check_fd(void)
     int again = -1;
     CHECK_STATUS(cucopy_iface_event_fd(iface, &again), CUCOPY_OK);
     CHECKF(again == fd, "event_fd returned %d, then %d", fd, again);
-    CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
-    /* Armed with nothing outstanding: the fd must stay quiet, or every
-     * waiting loop would spin. */
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    CHECKF(poll(&p, 1, 0) == 0, "the fd is readable after an idle arm");
-    CHECKF(fcntl(fd, F_GETFD) & FD_CLOEXEC, "the event fd is not close-on-exec");
-    CHECKF(fcntl(fd, F_GETFL) & O_NONBLOCK, "the event fd is blocking");
+    idle_arm();
     tc_case_end();
 }
 
@@ -148,13 +153,7 @@ static void busy_when_ready(int d)
     int n = cucopy_iface_progress(iface);
     CHECKF(n >= 1 && c.fired == 1, "progress after BUSY returned %d, completion fired %d", n,
            c.fired);
-    CHECK_STATUS(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP), CUCOPY_OK);
-    /* Armed with nothing outstanding: the fd must stay quiet, or every
-     * waiting loop would spin. */
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    CHECKF(poll(&p, 1, 0) == 0, "the fd is readable after an idle arm");
-    CHECKF(fcntl(fd, F_GETFD) & FD_CLOEXEC, "the event fd is not close-on-exec");
-    CHECKF(fcntl(fd, F_GETFL) & O_NONBLOCK, "the event fd is blocking");
+    idle_arm();
     tc_case_end();
 }
 
@@ -298,10 +297,7 @@ static void from_thread_without_context(void)
 
 int main(void)
 {
-    tc_init("test_event_fd");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("no CUDA device");
+    devices = tc_begin("test_event_fd", CUCOPY_MAX_DEVICES);
     tc_buf_alloc(&pinned_src, TC_MEM_PINNED, BIG);
     tc_buf_alloc(&pinned_dst, TC_MEM_PINNED, BIG);
     tc_buf_alloc(&dev[0], TC_MEM_DEV0, BIG);

@@ -36,7 +36,7 @@
  * flight (flush, event fd).
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -69,13 +69,6 @@ static const char *const entry_names[] = {
     "cuGetProcAddress",
 };
 #define NE ((int)(sizeof(entry_names) / sizeof(entry_names[0])))
-
-static long (*fk_calls)(const char *);
-static void (*fk_fail)(const char *, int, int);
-static void (*fk_reset)(void);
-static int (*fk_live_streams)(cdContext);
-static int (*fk_live_events)(cdContext);
-static void (*fk_set_delay)(unsigned);
 
 /*
  * Calls that undo something. An injected failure makes the fake do nothing,
@@ -144,7 +137,7 @@ static int allowed(enum undo_kind kind)
 static void take_snap(long *out)
 {
     for (int e = 0; e < NE; e++)
-        out[e] = fk_calls(entry_names[e]);
+        out[e] = tc_fake.calls(entry_names[e]);
 }
 
 static int lib_begin(const char *what)
@@ -163,8 +156,8 @@ static int lib_begin(const char *what)
             printf("test_faults: call sequence differs: LIB call %d is in step %d, "
                    "discovery had step %d\n",
                    c, cur_step, inj_step);
-        inj_before = fk_calls(entry_names[inj_e]);
-        fk_fail(entry_names[inj_e], inj_j, FAULT_CODE);
+        inj_before = tc_fake.calls(entry_names[inj_e]);
+        tc_fake.fail(entry_names[inj_e], inj_j, FAULT_CODE);
     }
     return 0;
 }
@@ -173,16 +166,16 @@ static int lib_end(int status)
 {
     int c = lib_seq - 1;
     if (inj_on && c == inj_c) {
-        long n = fk_calls(entry_names[inj_e]) - inj_before;
+        long n = tc_fake.calls(entry_names[inj_e]) - inj_before;
         inj_consumed = n >= inj_j;
         if (!inj_consumed)
-            fk_fail(entry_names[inj_e], 0, 0);
+            tc_fake.fail(entry_names[inj_e], 0, 0);
         inj_status = status;
         snprintf(inj_msg, sizeof(inj_msg), "%s", status < 0 ? cucopy_last_error() : "");
     }
     if (mode_discover && c < MAX_LIB) {
         for (int e = 0; e < NE; e++)
-            lib_delta[c][e] = (int)(fk_calls(entry_names[e]) - snap[e]);
+            lib_delta[c][e] = (int)(tc_fake.calls(entry_names[e]) - snap[e]);
     }
     cdContext now = tc_current();
     if (now != lib_ctx_before) {
@@ -238,8 +231,8 @@ static struct tc_comp *new_comp(int count)
 
 static void slow(int on)
 {
-    if (fk_set_delay != NULL)
-        fk_set_delay(on ? SLOW_US : 0);
+    if (tc_fake.set_delay_us != NULL)
+        tc_fake.set_delay_us(on ? SLOW_US : 0);
 }
 
 /* Raw synchronize of every context the workload copies in, so one progress
@@ -439,7 +432,7 @@ static int st_iface_open(const void *a)
     /* The key release_context takes: the id where the library keys by id
      * (a fault in the loader may have hidden cuCtxGetId from it). */
     user_key = (at.cap_flags & CUCOPY_IFACE_CAP_CONTEXT_ID) && td.cuCtxGetId != NULL
-                   ? mt_ctx_id(user)
+                   ? tc_ctx_id(user)
                    : (uint64_t)(uintptr_t)user;
     return 0;
 }
@@ -514,7 +507,7 @@ static int st_mem_alloc(const void *a)
     enum tc_mem_kind k = ac->type == CUCOPY_MEMORY_TYPE_CUDA      ? TC_MEM_DEV0
                          : ac->type == CUCOPY_MEMORY_TYPE_CUDA_MANAGED ? TC_MEM_MANAGED
                                                                     : TC_MEM_PINNED;
-    *ac->view = mt_view(k, prim[0], addr, LEN, ac->type == CUCOPY_MEMORY_TYPE_HOST);
+    *ac->view = tc_buf_view(k, prim[0], addr, LEN, ac->type == CUCOPY_MEMORY_TYPE_HOST);
     return 0;
 }
 
@@ -712,7 +705,8 @@ static int st_release_context(const void *a)
 {
     (void)a;
     TRY(cucopy_iface_release_context(iface, user_key));
-    int ns = fk_live_streams(user), nev = fk_live_events(user);
+    int ns = tc_fake.live_streams(user);
+    int nev = tc_fake.live_events(user);
     if (ns > allowed(U_STREAM) || nev > allowed(U_EVENT)) {
         why("release_context left %d stream(s), %d event(s) in the user context", ns, nev);
         return TF_BAD_RESULT;
@@ -849,7 +843,7 @@ static void setup(void)
     tc_buf_alloc(&bd1, TC_MEM_DEV1, LEN);
     mreg = aligned_alloc(4096, LEN);
     REQUIRE(mreg != NULL);
-    mreg_b = mt_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)mreg, LEN, 1);
+    mreg_b = tc_buf_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)mreg, LEN, 1);
     cdDevice dev0;
     TD_CHECK(td.cuDeviceGet(&dev0, 0));
     TD_CHECK(td.cuCtxCreate(&user, CD_CTX_SCHED_AUTO, dev0));
@@ -864,8 +858,9 @@ static void setup(void)
 static int end_checks(void)
 {
     int bad = 0;
-    int ns = fk_live_streams(NULL), nev = fk_live_events(NULL);
-    long viol = mt_fake.violations(), regs = mt_fake.registered_ranges();
+    int ns = tc_fake.live_streams(NULL);
+    int nev = tc_fake.live_events(NULL);
+    long viol = tc_fake.violations(), regs = tc_fake.registered_ranges();
     if (ns > allowed(U_STREAM) || nev > allowed(U_EVENT) || ns + nev > 1) {
         printf("test_faults: LEAK: %d stream(s), %d event(s) alive after context_destroy\n", ns,
                nev);
@@ -892,7 +887,7 @@ static int end_checks(void)
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         tc_buf_free(bufs[i]);
     free(mreg);
-    long allocs = mt_fake.live_allocations();
+    long allocs = tc_fake.live_allocations();
     if (allocs > allowed(U_ALLOC)) {
         printf("test_faults: LEAK: %ld allocation(s) left\n", allocs);
         bad++;
@@ -904,7 +899,7 @@ static int end_checks(void)
         cdDevice dev;
         TD_CHECK(td.cuDeviceGet(&dev, d));
         TD_CHECK(td.cuDevicePrimaryCtxRelease(dev));
-        if (mt_primary_active(d) && ++retained > allowed(U_RETAIN)) {
+        if (tc_primary_active(d) && ++retained > allowed(U_RETAIN)) {
             printf("test_faults: LEAK: device %d's primary context still retained\n", d);
             bad++;
         }
@@ -964,7 +959,7 @@ static int child_main(int c, int step, const char *name, int j)
     inj_j = j;
     build_workload();
     setup();
-    fk_reset();
+    tc_fake.reset_counters();
     inj_on = 1;
     int bad = run_workload();
     if (!inj_hit || !inj_consumed) {
@@ -1016,17 +1011,11 @@ int main(int argc, char **argv)
         tc_skip("fault injection needs the fake driver (fakecuda_fail)");
     if (td.device_count < 2)
         tc_skip("needs 2 devices (FAKECUDA_DEVICES=2)");
-    mt_init_fake();
-    fk_calls = (long (*)(const char *))testdrv_fake_sym("fakecuda_calls");
-    fk_fail = (void (*)(const char *, int, int))testdrv_fake_sym("fakecuda_fail");
-    fk_reset = (void (*)(void))testdrv_fake_sym("fakecuda_reset_counters");
-    fk_live_streams = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_streams");
-    fk_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
-    fk_set_delay = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
-    REQUIRE(fk_calls != NULL && fk_fail != NULL && fk_reset != NULL && fk_live_streams != NULL &&
-            fk_live_events != NULL && fk_set_delay != NULL && mt_fake.violations != NULL);
+    REQUIRE(tc_fake.calls != NULL && tc_fake.fail != NULL && tc_fake.reset_counters != NULL &&
+            tc_fake.live_streams != NULL && tc_fake.live_events != NULL &&
+            tc_fake.set_delay_us != NULL && tc_fake.violations != NULL);
     for (int e = 0; e < NE; e++)
-        REQUIRE(fk_calls(entry_names[e]) >= 0);
+        REQUIRE(tc_fake.calls(entry_names[e]) >= 0);
 
     if (argc == 6 && strcmp(argv[1], "--inject") == 0)
         return child_main(atoi(argv[2]), atoi(argv[3]), argv[4], atoi(argv[5]));
@@ -1036,7 +1025,7 @@ int main(int argc, char **argv)
     /* Discovery. */
     build_workload();
     setup();
-    fk_reset();
+    tc_fake.reset_counters();
     mode_discover = 1;
     int bad = run_workload();
     mode_discover = 0;

@@ -104,9 +104,7 @@ static void parent_copy(cucopy_iface_h iface, cucopy_ep_h ep, const struct tc_bu
 
 int main(void)
 {
-    tc_init("test_fork");
-    if (td.device_count < 1)
-        tc_skip("no CUDA device");
+    tc_begin("test_fork", CUCOPY_MAX_DEVICES);
     tc_pattern(LEN);
     struct tc_buf host;
     struct tc_buf dev;

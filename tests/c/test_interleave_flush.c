@@ -385,10 +385,7 @@ static void flush_idle(void)
 
 int main(void)
 {
-    tc_init("test_interleave_flush");
-    int devices = td.device_count;
-    if (devices < 1)
-        tc_skip("no CUDA device");
+    int devices = tc_begin("test_interleave_flush", CUCOPY_MAX_DEVICES);
     if (devices >= 2) {
         types = types_2dev;
         ntypes = (int)(sizeof(types_2dev) / sizeof(types_2dev[0]));

@@ -26,12 +26,12 @@
  *    release_context on a closed iface is CUCOPY_ERR_INVALID_HANDLE.
  * (An iface closed after the driver was deinitialized is not tested here.)
  * Each phase uses a fresh iface. After every cucopy call the caller's current
- * context is unchanged and no context was created or activated (MT_CALL);
+ * context is unchanged and no context was created or activated (TC_CALL);
  * on the fake driver fakecuda_violations() does not change in any phase
  * (FAKECUDA_STRICT_EXIT=1 also fails the process on one).
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <poll.h>
 #include <stdint.h>
@@ -47,34 +47,26 @@ static cucopy_context_h cctx;
 static int devices;
 static size_t big; /* bytes in flight per device: 64 MiB on a GPU, 1 MiB on the fake */
 static unsigned base_delay_us;
-static int (*fake_live_streams)(cdContext);
-static int (*fake_live_events)(cdContext);
-static void (*fake_set_delay_us)(unsigned);
 static struct tc_buf host_a, host_b;
-
-static long violations(void)
-{
-    return mt_fake.violations != NULL ? mt_fake.violations() : 0;
-}
 
 static void check_violations(long before, const char *phase)
 {
-    if (mt_fake.violations != NULL)
-        CHECKF(violations() == before, "%s: %ld driver misuse(s) (calls on a dead context?)",
-               phase, violations() - before);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_violations() == before, "%s: %ld driver misuse(s) (calls on a dead context?)",
+               phase, tc_violations() - before);
 }
 
 static void slow_fake(int on)
 {
-    if (fake_set_delay_us != NULL)
-        fake_set_delay_us(on ? FAKE_SLOW_US : base_delay_us);
+    if (tc_fake.set_delay_us != NULL)
+        tc_fake.set_delay_us(on ? FAKE_SLOW_US : base_delay_us);
 }
 
 
 /* The id cucopy_iface_release_context takes. */
 static uint64_t ctx_key(cdContext c)
 {
-    return td.cuCtxGetId != NULL ? mt_ctx_id(c) : (uint64_t)(uintptr_t)c;
+    return td.cuCtxGetId != NULL ? tc_ctx_id(c) : (uint64_t)(uintptr_t)c;
 }
 
 static void *ptr(const struct tc_buf *b, size_t off)
@@ -84,19 +76,19 @@ static void *ptr(const struct tc_buf *b, size_t off)
 
 static void open_iface(cucopy_iface_h *iface, cucopy_ep_h *ep)
 {
-    REQUIRE(MT_CALL(cucopy_iface_open(cctx, NULL, iface)) == CUCOPY_OK);
-    REQUIRE(MT_CALL(cucopy_ep_create(*iface, ep)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_iface_open(cctx, NULL, iface)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_ep_create(*iface, ep)) == CUCOPY_OK);
 }
 
 static void close_iface(cucopy_iface_h iface, cucopy_ep_h ep, const char *phase)
 {
-    CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
-    if (fake_live_streams != NULL) {
-        CHECKF(fake_live_streams(NULL) == 0, "%s: %d stream(s) alive after iface_close", phase,
-               fake_live_streams(NULL));
-        CHECKF(fake_live_events(NULL) == 0, "%s: %d event(s) alive after iface_close", phase,
-               fake_live_events(NULL));
+    CHECK_STATUS(TC_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
+    if (tc_fake.live_streams != NULL) {
+        CHECKF(tc_fake.live_streams(NULL) == 0, "%s: %d stream(s) alive after iface_close", phase,
+               tc_fake.live_streams(NULL));
+        CHECKF(tc_fake.live_events(NULL) == 0, "%s: %d event(s) alive after iface_close", phase,
+               tc_fake.live_events(NULL));
     }
 }
 
@@ -105,7 +97,7 @@ static void host_copies(cucopy_iface_h iface, cucopy_ep_h ep, const char *phase)
 {
     char what[128];
     snprintf(what, sizeof(what), "%s: pageable -> pageable", phase);
-    mt_copy_all_ways(iface, ep, &host_a, &host_b, LEN, what);
+    tc_copy_all_ways(iface, ep, &host_a, &host_b, LEN, what);
 }
 
 /* Host <-> device buffer d, all four ways each direction. */
@@ -114,9 +106,9 @@ static void dev_copies(cucopy_iface_h iface, cucopy_ep_h ep, const struct tc_buf
 {
     char what[128];
     snprintf(what, sizeof(what), "%s: pageable -> device", phase);
-    mt_copy_all_ways(iface, ep, &host_a, d, LEN, what);
+    tc_copy_all_ways(iface, ep, &host_a, d, LEN, what);
     snprintf(what, sizeof(what), "%s: device -> pageable", phase);
-    mt_copy_all_ways(iface, ep, d, &host_b, LEN, what);
+    tc_copy_all_ways(iface, ep, d, &host_b, LEN, what);
 }
 
 /* Zcopies in flight: NCH put_zcopy pieces src -> dst (same size). */
@@ -136,7 +128,7 @@ static void issue_flight(cucopy_ep_h ep, const struct tc_buf *src, const struct 
     for (int i = 0; i < NCH; i++) {
         cucopy_iov_t iov = {ptr(src, i * ch), ch};
         tc_comp_init(&f->c[i], 1);
-        f->st[i] = MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, dst->dptr + i * ch, &f->c[i].comp));
+        f->st[i] = TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, dst->dptr + i * ch, &f->c[i].comp));
         CHECKF(f->st[i] == CUCOPY_INPROGRESS || f->st[i] == CUCOPY_OK,
                "put_zcopy piece %d returned %s: %s", i, tc_status_name(f->st[i]),
                cucopy_last_error());
@@ -193,7 +185,7 @@ static void progress_until(cucopy_iface_h iface, struct flight **fl, int nfl, st
             break;
         if (FAIL_IF(tc_now() > deadline, "%d completion(s) did not fire within 60 s", pending))
             break;
-        int n = MT_CALL(cucopy_iface_progress(iface));
+        int n = TC_CALL(cucopy_iface_progress(iface));
         if (FAIL_IF(n < 0, "progress returned %s: %s", tc_status_name(n), cucopy_last_error()))
             break;
     }
@@ -203,16 +195,16 @@ static void progress_until(cucopy_iface_h iface, struct flight **fl, int nfl, st
 static void progress_more(cucopy_iface_h iface)
 {
     for (int i = 0; i < 5; i++)
-        CHECK(MT_CALL(cucopy_iface_progress(iface)) >= 0);
+        CHECK(TC_CALL(cucopy_iface_progress(iface)) >= 0);
 }
 
 /* ---- phase A ------------------------------------------------------------------ */
 
 static void phase_a_program_releases_primary(void)
 {
-    long v0 = violations();
-    CHECKF(!mt_primary_active(0), "phase A: device 0's primary context active at the start");
-    cdContext p = mt_prim_retain(0);
+    long v0 = tc_violations();
+    CHECKF(!tc_primary_active(0), "phase A: device 0's primary context active at the start");
+    cdContext p = tc_primary_retain(0);
     struct tc_buf src, dst;
     tc_buf_alloc_in(&src, p, big);
     tc_buf_alloc_in(&dst, p, big);
@@ -224,9 +216,9 @@ static void phase_a_program_releases_primary(void)
     struct flight f;
     issue_flight(ep, &src, &dst, &f, 1);
     /* The program lets go of its only retain; cucopy's keeps the context. */
-    mt_prim_release(0);
+    tc_primary_release(0);
     tc_case_begin("phase A: primary released by the program with copies in flight");
-    CHECKF(mt_primary_active(0), "device 0's primary context died although cucopy holds a retain");
+    CHECKF(tc_primary_active(0), "device 0's primary context died although cucopy holds a retain");
     struct flight *fl[] = {&f};
     progress_until(iface, fl, 1, NULL);
     flight_check(&f, CUCOPY_OK, CUCOPY_OK, "phase A");
@@ -235,10 +227,10 @@ static void phase_a_program_releases_primary(void)
     slow_fake(0);
 
     dev_copies(iface, ep, &src, "phase A (program released the primary)");
-    CHECK(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)) == CUCOPY_OK);
-    mt_flush(iface);
+    CHECK(TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)) == CUCOPY_OK);
+    tc_flush(iface);
     close_iface(iface, ep, "phase A");
-    CHECKF(!mt_primary_active(0),
+    CHECKF(!tc_primary_active(0),
            "phase A: device 0's primary context still active after iface_close (a retain kept)");
     /* src and dst died with the context. */
     check_violations(v0, "phase A");
@@ -250,14 +242,14 @@ static void phase_b_reset_no_reactivation(int between)
 {
     const char *phase = between ? "phase B (reset between operations)"
                                 : "phase B (reset right before iface_close)";
-    long v0 = violations();
-    cdContext p0 = mt_prim_retain(0);
+    long v0 = tc_violations();
+    cdContext p0 = tc_primary_retain(0);
     cdContext p1 = NULL;
     struct tc_buf d0, d1;
     memset(&d1, 0, sizeof(d1));
     tc_buf_alloc_in(&d0, p0, LEN);
     if (devices > 1) {
-        p1 = mt_prim_retain(1);
+        p1 = tc_primary_retain(1);
         tc_buf_alloc_in(&d1, p1, LEN);
     }
     cucopy_iface_h iface;
@@ -268,29 +260,29 @@ static void phase_b_reset_no_reactivation(int between)
         dev_copies(iface, ep, &d1, phase);
 
     uint64_t old_key = ctx_key(p0);
-    mt_prim_reset(0); /* d0 is gone with it */
-    CHECKF(!mt_primary_active(0), "%s: primary still active after the reset", phase);
+    tc_primary_reset(0); /* d0 is gone with it */
+    CHECKF(!tc_primary_active(0), "%s: primary still active after the reset", phase);
     if (between) {
         char what[160];
         /* Releasing the dead incarnation: dropped without a call on it. */
-        CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, old_key)), CUCOPY_OK);
-        CHECK(MT_CALL(cucopy_iface_progress(iface)) >= 0);
-        CHECK_STATUS(MT_CALL(cucopy_iface_flush(iface, 0, NULL)), CUCOPY_OK);
-        CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, old_key)), CUCOPY_OK);
+        CHECK(TC_CALL(cucopy_iface_progress(iface)) >= 0);
+        CHECK_STATUS(TC_CALL(cucopy_iface_flush(iface, 0, NULL)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
         host_copies(iface, ep, phase);
         if (devices > 1) {
             snprintf(what, sizeof(what), "%s, device 1", phase);
             dev_copies(iface, ep, &d1, what);
         }
-        mt_flush(iface);
-        CHECKF(!mt_primary_active(0), "%s: cucopy re-activated the reset primary context", phase);
+        tc_flush(iface);
+        CHECKF(!tc_primary_active(0), "%s: cucopy re-activated the reset primary context", phase);
     }
     close_iface(iface, ep, phase);
-    CHECKF(!mt_primary_active(0), "%s: cucopy re-activated the reset primary context", phase);
-    mt_prim_release(0); /* "safe ... even after resetting" */
+    CHECKF(!tc_primary_active(0), "%s: cucopy re-activated the reset primary context", phase);
+    tc_primary_release(0); /* "safe ... even after resetting" */
     if (devices > 1) {
         tc_buf_free(&d1);
-        mt_prim_release(1);
+        tc_primary_release(1);
     }
     check_violations(v0, phase);
 }
@@ -301,9 +293,9 @@ static void phase_c_reset_reactivated(int between)
 {
     const char *phase = between ? "phase C (reset + re-activation between operations)"
                                 : "phase C (reset + re-activation right before iface_close)";
-    long v0 = violations();
-    cdContext p = mt_prim_retain(0);
-    uint64_t old_id = mt_ctx_id(p);
+    long v0 = tc_violations();
+    cdContext p = tc_primary_retain(0);
+    uint64_t old_id = tc_ctx_id(p);
     struct tc_buf d, d2;
     memset(&d2, 0, sizeof(d2));
     tc_buf_alloc_in(&d, p, LEN);
@@ -312,9 +304,9 @@ static void phase_c_reset_reactivated(int between)
     open_iface(&iface, &ep);
     dev_copies(iface, ep, &d, phase);
 
-    mt_prim_reset(0);
-    cdContext p2 = mt_prim_retain(0); /* the program re-activates it */
-    uint64_t new_id = mt_ctx_id(p2);
+    tc_primary_reset(0);
+    cdContext p2 = tc_primary_retain(0); /* the program re-activates it */
+    uint64_t new_id = tc_ctx_id(p2);
     /* Without cuCtxGetId the "id" is the handle, which a primary context
      * keeps across a reset: the library tells the incarnations apart itself. */
     CHECKF(td.cuCtxGetId == NULL || new_id != old_id,
@@ -323,8 +315,8 @@ static void phase_c_reset_reactivated(int between)
         char what[160];
         /* Releasing the dead incarnation by its id: no call on it, and the
          * new incarnation (same handle) is not touched. */
-        CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, old_id)), CUCOPY_OK);
-        CHECKF(mt_primary_active(0), "%s: release_context of the old id ended the new one",
+        CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, old_id)), CUCOPY_OK);
+        CHECKF(tc_primary_active(0), "%s: release_context of the old id ended the new one",
                phase);
         tc_buf_alloc_in(&d2, p2, LEN);
         snprintf(what, sizeof(what), "%s, new incarnation", phase);
@@ -335,20 +327,20 @@ static void phase_c_reset_reactivated(int between)
         tc_buf_alloc_in(&d3, p2, LEN);
         TD_CHECK(td.cuCtxSetCurrent(p2));
         snprintf(what, sizeof(what), "%s, new incarnation dev0 -> dev0 (it current)", phase);
-        mt_copy_all_ways(iface, ep, &d2, &d3, LEN, what);
+        tc_copy_all_ways(iface, ep, &d2, &d3, LEN, what);
         TD_CHECK(td.cuCtxSetCurrent(NULL));
-        CHECK(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)) == CUCOPY_OK);
-        mt_flush(iface);
+        CHECK(TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)) == CUCOPY_OK);
+        tc_flush(iface);
         tc_buf_free(&d3);
     }
     close_iface(iface, ep, phase);
     if (between)
         tc_buf_free(&d2);
     /* Two retains by the program (before and after the reset). */
-    mt_prim_release(0);
-    if (mt_primary_active(0))
-        mt_prim_release(0);
-    CHECKF(!mt_primary_active(0), "%s: primary still active after every release", phase);
+    tc_primary_release(0);
+    if (tc_primary_active(0))
+        tc_primary_release(0);
+    CHECKF(!tc_primary_active(0), "%s: primary still active after every release", phase);
     check_violations(v0, phase);
 }
 
@@ -358,8 +350,8 @@ static void phase_de_reset_in_flight(int use_arm)
 {
     const char *phase = use_arm ? "phase E (reset in flight, event-fd protocol)"
                                 : "phase D (reset in flight, progress)";
-    long v0 = violations();
-    cdContext p0 = mt_prim_retain(0);
+    long v0 = tc_violations();
+    cdContext p0 = tc_primary_retain(0);
     cdContext p1 = NULL;
     struct tc_buf s0, t0, s1, t1;
     memset(&s1, 0, sizeof(s1));
@@ -367,7 +359,7 @@ static void phase_de_reset_in_flight(int use_arm)
     tc_buf_alloc_in(&s0, p0, big);
     tc_buf_alloc_in(&t0, p0, big);
     if (devices > 1) {
-        p1 = mt_prim_retain(1);
+        p1 = tc_primary_retain(1);
         tc_buf_alloc_in(&s1, p1, big);
         tc_buf_alloc_in(&t1, p1, big);
     }
@@ -376,7 +368,7 @@ static void phase_de_reset_in_flight(int use_arm)
     open_iface(&iface, &ep);
     int fd = -1;
     if (use_arm)
-        CHECK_STATUS(MT_CALL(cucopy_iface_event_fd(iface, &fd)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_iface_event_fd(iface, &fd)), CUCOPY_OK);
 
     slow_fake(1);
     struct flight f0, f1;
@@ -388,11 +380,11 @@ static void phase_de_reset_in_flight(int use_arm)
         issue_flight(ep, &s1, &t1, &f1, 3);
     struct tc_comp fc;
     tc_comp_init(&fc, 1);
-    int fs = MT_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
+    int fs = TC_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
     CHECKF(fs == CUCOPY_INPROGRESS || fs == CUCOPY_OK, "%s: flush returned %s", phase,
            tc_status_name(fs));
 
-    mt_prim_reset(0); /* s0 and t0 are gone with it */
+    tc_primary_reset(0); /* s0 and t0 are gone with it */
 
     tc_case_begin("%s: completions", phase);
     struct flight *fl[] = {&f0, &f1};
@@ -410,7 +402,7 @@ static void phase_de_reset_in_flight(int use_arm)
                         "%d completion(s) did not fire within 60 s of arm/poll/progress",
                         pending))
                 break;
-            int s = MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP));
+            int s = TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP));
             if (first) {
                 printf("test_lifecycle: %s: first arm after the reset: %s\n", phase,
                        tc_status_name(s));
@@ -431,7 +423,7 @@ static void phase_de_reset_in_flight(int use_arm)
                     break;
                 wakeups += r > 0;
             }
-            int n = MT_CALL(cucopy_iface_progress(iface));
+            int n = TC_CALL(cucopy_iface_progress(iface));
             if (FAIL_IF(n < 0, "progress returned %s", tc_status_name(n)))
                 break;
         }
@@ -454,7 +446,7 @@ static void phase_de_reset_in_flight(int use_arm)
         CHECKF(fc.comp.status == CUCOPY_OK || fc.comp.status == CUCOPY_ERR_CANCELED,
                "flush completed with %s", tc_status_name(fc.comp.status));
     }
-    CHECKF(!mt_primary_active(0), "cucopy re-activated the reset primary context");
+    CHECKF(!tc_primary_active(0), "cucopy re-activated the reset primary context");
     tc_case_end();
     slow_fake(0);
 
@@ -464,14 +456,14 @@ static void phase_de_reset_in_flight(int use_arm)
     host_copies(iface, ep, what);
     if (devices > 1)
         dev_copies(iface, ep, &s1, what);
-    mt_flush(iface);
-    CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
+    tc_flush(iface);
+    CHECK_STATUS(TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
     close_iface(iface, ep, phase);
-    mt_prim_release(0);
+    tc_primary_release(0);
     if (devices > 1) {
         tc_buf_free(&s1);
         tc_buf_free(&t1);
-        mt_prim_release(1);
+        tc_primary_release(1);
     }
     check_violations(v0, phase);
 }
@@ -480,18 +472,18 @@ static void phase_de_reset_in_flight(int use_arm)
 
 static void check_ctx_clean(cdContext c, const char *what)
 {
-    if (fake_live_streams == NULL)
+    if (tc_fake.live_streams == NULL)
         return;
-    CHECKF(fake_live_streams(c) == 0, "%s: %d stream(s) left in the context", what,
-           fake_live_streams(c));
-    CHECKF(fake_live_events(c) == 0, "%s: %d event(s) left in the context", what,
-           fake_live_events(c));
+    CHECKF(tc_fake.live_streams(c) == 0, "%s: %d stream(s) left in the context", what,
+           tc_fake.live_streams(c));
+    CHECKF(tc_fake.live_events(c) == 0, "%s: %d event(s) left in the context", what,
+           tc_fake.live_events(c));
 }
 
 static void phase_f_release_context(void)
 {
     const char *phase = "phase F (user context, release_context)";
-    long v0 = violations();
+    long v0 = tc_violations();
     cdDevice dev0;
     cdContext user = NULL;
     TD_CHECK(td.cuDeviceGet(&dev0, 0));
@@ -508,7 +500,7 @@ static void phase_f_release_context(void)
         cucopy_mem_attr_t a;
         memset(&a, 0, sizeof(a));
         a.field_mask = CUCOPY_MEM_ATTR_CONTEXT_ID;
-        CHECK_STATUS(MT_CALL(cucopy_mem_query(cctx, ptr(&us, 0), LEN, &a)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_mem_query(cctx, ptr(&us, 0), LEN, &a)), CUCOPY_OK);
         CHECKF(a.context_id == key, "mem_query context_id %llu, cuCtxGetId %llu",
                (unsigned long long)a.context_id, (unsigned long long)key);
     }
@@ -518,7 +510,7 @@ static void phase_f_release_context(void)
     struct flight f;
     issue_flight(ep, &us, &ut, &f, 4);
     tc_case_begin("%s: release with copies in flight (user current)", phase);
-    CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, key)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, key)), CUCOPY_OK);
     slow_fake(0);
     flight_check_data(&f, &ut, "data right after release_context");
     check_ctx_clean(user, "after release_context");
@@ -528,10 +520,10 @@ static void phase_f_release_context(void)
     flight_check(&f, CUCOPY_OK, CUCOPY_OK, "completions after release_context");
     tc_case_end();
 
-    CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, key ^ 0x5a5a5a5a00000000ull)),
+    CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, key ^ 0x5a5a5a5a00000000ull)),
                  CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, key)), CUCOPY_OK); /* again */
-    CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, 0)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, key)), CUCOPY_OK); /* again */
+    CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, 0)), CUCOPY_OK);
 
     /* Used again after the release: resources come back, and go again
      * (this time with no context current). */
@@ -540,8 +532,8 @@ static void phase_f_release_context(void)
     TD_CHECK(td.cuCtxPopCurrent(&popped));
     REQUIRE(popped == user);
     dev_copies(iface, ep, &us, "phase F, user context used again (none current)");
-    mt_flush(iface);
-    CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, key)), CUCOPY_OK);
+    tc_flush(iface);
+    CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, key)), CUCOPY_OK);
     check_ctx_clean(user, "after the second release_context");
 
     tc_buf_free(&us);
@@ -549,32 +541,32 @@ static void phase_f_release_context(void)
     TD_CHECK(td.cuCtxDestroy(user));
 
     /* Later copies on other memory work. */
-    cdContext p0 = mt_prim_retain(0);
+    cdContext p0 = tc_primary_retain(0);
     struct tc_buf d0;
     tc_buf_alloc_in(&d0, p0, LEN);
     host_copies(iface, ep, "phase F after cuCtxDestroy");
     dev_copies(iface, ep, &d0, "phase F after cuCtxDestroy, device 0 primary");
     if (devices > 1) {
-        cdContext p1 = mt_prim_retain(1);
+        cdContext p1 = tc_primary_retain(1);
         struct tc_buf d1;
         tc_buf_alloc_in(&d1, p1, LEN);
         dev_copies(iface, ep, &d1, "phase F after cuCtxDestroy, device 1 primary");
-        mt_copy_all_ways(iface, ep, &d0, &d1, LEN, "phase F after cuCtxDestroy, dev0 -> dev1");
-        mt_flush(iface);
+        tc_copy_all_ways(iface, ep, &d0, &d1, LEN, "phase F after cuCtxDestroy, dev0 -> dev1");
+        tc_flush(iface);
         tc_buf_free(&d1);
         /* the iface still holds device 1's primary: release_context it */
-        CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, ctx_key(p1))), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, ctx_key(p1))), CUCOPY_OK);
         check_ctx_clean(p1, "device 1 primary after release_context");
-        mt_prim_release(1);
-        CHECKF(!mt_primary_active(1),
+        tc_primary_release(1);
+        CHECKF(!tc_primary_active(1),
                "device 1's primary context still active after release_context and the "
                "program's release (cucopy kept a retain)");
     }
-    CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
-    mt_flush(iface);
+    CHECK_STATUS(TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
+    tc_flush(iface);
     close_iface(iface, ep, phase);
     tc_buf_free(&d0);
-    mt_prim_release(0);
+    tc_primary_release(0);
     check_violations(v0, phase);
 }
 
@@ -583,7 +575,7 @@ static void phase_f_release_context(void)
 static void phase_g_destroy_after_close(void)
 {
     const char *phase = "phase G (user context destroyed after iface_close)";
-    long v0 = violations();
+    long v0 = tc_violations();
     cdDevice d0;
     cdContext user = NULL;
     TD_CHECK(td.cuDeviceGet(&d0, 0));
@@ -607,7 +599,7 @@ static void phase_g_destroy_after_close(void)
     slow_fake(0);
     flight_check_data(&f, &ut, "phase G: data after iface_close");
     check_ctx_clean(user, "phase G after iface_close");
-    CHECK_STATUS(MT_CALL(cucopy_iface_release_context(iface, ctx_key(user))),
+    CHECK_STATUS(TC_CALL(cucopy_iface_release_context(iface, ctx_key(user))),
                  CUCOPY_ERR_INVALID_HANDLE);
     tc_buf_free(&us);
     tc_buf_free(&ut);
@@ -617,17 +609,10 @@ static void phase_g_destroy_after_close(void)
 
 int main(void)
 {
-    tc_init("test_lifecycle");
-    devices = td.device_count;
-    if (devices < 1)
-        tc_skip("test_lifecycle: no CUDA device");
-    mt_init_fake();
-    fake_live_streams = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_streams");
-    fake_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
-    fake_set_delay_us = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
+    devices = tc_begin("test_lifecycle", CUCOPY_MAX_DEVICES);
     if (td.is_fake)
-        REQUIRE(mt_fake.violations != NULL && fake_live_streams != NULL &&
-                fake_live_events != NULL && fake_set_delay_us != NULL);
+        REQUIRE(tc_fake.violations != NULL && tc_fake.live_streams != NULL &&
+                tc_fake.live_events != NULL && tc_fake.set_delay_us != NULL);
     const char *delay = getenv("FAKECUDA_DELAY_US");
     base_delay_us = delay != NULL ? (unsigned)strtoul(delay, NULL, 10) : 0;
     big = td.is_fake ? (size_t)1 << 20 : (size_t)64 << 20;
@@ -639,7 +624,7 @@ int main(void)
            td.cuCtxGetId == NULL ? " without cuCtxGetId (pre-12)" : "");
     if (devices < 2)
         printf("test_lifecycle: one device: the device-1 parts are skipped\n");
-    long v0 = violations();
+    long v0 = tc_violations();
 
     phase_a_program_releases_primary();
     phase_b_reset_no_reactivation(1);
@@ -651,7 +636,7 @@ int main(void)
     phase_f_release_context();
     phase_g_destroy_after_close();
 
-    CHECK_STATUS(MT_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
     CHECK(tc_current() == NULL);
     check_violations(v0, "whole test");
     tc_buf_free(&host_a);

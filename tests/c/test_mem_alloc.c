@@ -20,7 +20,12 @@
  * current); on the fake, fakecuda_live_allocations ends at its start value.
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define LEN ((size_t)1 << 20)
 
@@ -64,7 +69,7 @@ static cucopy_mem_attr_t query(const void *addr)
     a.field_mask = CUCOPY_MEM_ATTR_MEM_TYPE | CUCOPY_MEM_ATTR_PINNED | CUCOPY_MEM_ATTR_DEVICE |
                    CUCOPY_MEM_ATTR_CONTEXT_ID | CUCOPY_MEM_ATTR_ALLOCATION |
                    CUCOPY_MEM_ATTR_FLAGS | CUCOPY_MEM_ATTR_ACCESS;
-    int s = MT_CALL(cucopy_mem_query(ctx, addr, 0, &a));
+    int s = TC_CALL(cucopy_mem_query(ctx, addr, 0, &a));
     CHECKF(s == CUCOPY_OK, "mem_query(%p) returned %s: %s", addr, tc_status_name(s),
            cucopy_last_error());
     return a;
@@ -120,7 +125,7 @@ static void phase1_inactive(void)
 {
     int active[CUCOPY_MAX_DEVICES] = {0};
     for (int d = 0; d < ndev && d < CUCOPY_MAX_DEVICES; d++)
-        active[d] = mt_primary_active(d);
+        active[d] = tc_primary_active(d);
     for (int d = 0; d < ndev; d++) {
         if (active[d]) {
             printf("test_mem_alloc: device %d's primary context is active before the test; "
@@ -132,8 +137,8 @@ static void phase1_inactive(void)
             void *addr = (void *)1;
             tc_case_begin("inactive primary %d, %s: NO_DEVICE, nothing activated", d,
                           type_name(types[i]));
-            CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_NO_DEVICE);
-            CHECKF(!mt_primary_active(d), "device %d's primary context became active", d);
+            CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_NO_DEVICE);
+            CHECKF(!tc_primary_active(d), "device %d's primary context became active", d);
             tc_case_end();
         }
     }
@@ -145,9 +150,9 @@ static void phase1_inactive(void)
             cucopy_mem_alloc_params_t p = params(types[i], -1, 0);
             void *addr = NULL;
             tc_case_begin("no device, no context, %s: NO_DEVICE", type_name(types[i]));
-            CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_NO_DEVICE);
+            CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_NO_DEVICE);
             for (int d = 0; d < ndev; d++)
-                CHECKF(!mt_primary_active(d), "device %d's primary became active", d);
+                CHECKF(!tc_primary_active(d), "device %d's primary became active", d);
             tc_case_end();
         }
     }
@@ -156,25 +161,25 @@ static void phase1_inactive(void)
 static void phase2_activate(void)
 {
     for (int d = 0; d < ndev; d++) {
-        if (mt_primary_active(d))
+        if (tc_primary_active(d))
             continue;
         for (int i = 0; i < 3; i++) {
             cucopy_mem_alloc_params_t p = params(types[i], d, CUCOPY_MEM_ALLOC_FLAG_ACTIVATE);
             void *addr = NULL;
             tc_case_begin("inactive primary %d, %s, FLAG_ACTIVATE: allocates, free releases", d,
                           type_name(types[i]));
-            mt_may_activate = 1;
-            int s = MT_CALL(cucopy_mem_alloc(ctx, &p, &addr));
-            mt_may_activate = 0;
+            tc_may_activate = 1;
+            int s = TC_CALL(cucopy_mem_alloc(ctx, &p, &addr));
+            tc_may_activate = 0;
             if (CHECK_STATUS(s, CUCOPY_OK)) {
-                CHECKF(mt_primary_active(d), "device %d's primary not active after ACTIVATE", d);
+                CHECKF(tc_primary_active(d), "device %d's primary not active after ACTIVATE", d);
                 check_allocated(addr, types[i], d, 0);
-                CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
+                CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
                 if (td.is_fake)
-                    CHECKF(!mt_primary_active(d),
+                    CHECKF(!tc_primary_active(d),
                            "device %d's primary still active after mem_free: the library's "
                            "retain was not released", d);
-                if (!mt_primary_active(d))
+                if (!tc_primary_active(d))
                     check_freed(addr);
             }
             tc_case_end();
@@ -197,12 +202,12 @@ static void phase3_explicit(void)
                 tc_case_begin("active primary %d, %s, %s", d, type_name(types[i]),
                               cur < 0 ? "none current" : cur == d ? "same device current"
                                                                   : "other device current");
-                if (CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
-                    check_allocated(addr, types[i], d, mt_ctx_id(prim[d]));
-                    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
+                if (CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
+                    check_allocated(addr, types[i], d, tc_ctx_id(prim[d]));
+                    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
                     check_freed(addr);
                     /* freeing again, now unknown */
-                    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_ERR_INVALID_PARAM);
+                    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_ERR_INVALID_PARAM);
                 }
                 tc_case_end();
             }
@@ -217,9 +222,9 @@ static void phase3_explicit(void)
             void *addr = NULL;
             tc_case_begin("no device, %s, %s", type_name(types[i]),
                           cur < 0 ? "none current (first active primary)" : "primary current");
-            if (CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
-                check_allocated(addr, types[i], dev, mt_ctx_id(prim[dev]));
-                CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
+            if (CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
+                check_allocated(addr, types[i], dev, tc_ctx_id(prim[dev]));
+                CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
             }
             tc_case_end();
         }
@@ -233,16 +238,16 @@ static void phase4_user_context(void)
     for (int d = 0; d < ndev; d++) {
         cdContext user = NULL;
         TD_CHECK(td.cuCtxCreate(&user, 0, d));
-        uint64_t id = mt_ctx_id(user);
+        uint64_t id = tc_ctx_id(user);
         for (int i = 0; i < 3; i++) {
             for (int explicit_dev = 0; explicit_dev < 2; explicit_dev++) {
                 cucopy_mem_alloc_params_t p = params(types[i], explicit_dev ? d : -1, 0);
                 void *addr = NULL;
                 tc_case_begin("created context of device %d current, %s, %s: allocated in it", d,
                               type_name(types[i]), explicit_dev ? "same device given" : "no device");
-                if (CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
+                if (CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
                     check_allocated(addr, types[i], d, id);
-                    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
+                    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
                     check_freed(addr);
                 }
                 tc_case_end();
@@ -267,56 +272,56 @@ static void bad_frees_and_params(void)
     void *mine = NULL;
     REQUIRE_OK(cucopy_mem_alloc(ctx, &p, &mine));
 
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, (void *)(uintptr_t)dev0.dptr)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, (void *)(uintptr_t)dev0.dptr)),
                  CUCOPY_ERR_INVALID_PARAM); /* the program's cuMemAlloc */
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, heap)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, stack)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, (char *)mine + 64)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(other, mine)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(NULL, mine)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, heap)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, stack)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, (char *)mine + 64)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(other, mine)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(NULL, mine)), CUCOPY_ERR_INVALID_HANDLE);
     /* still allocated and working after the refused frees */
-    check_allocated(mine, CUCOPY_MEMORY_TYPE_CUDA, 0, mt_ctx_id(tc_primary(0)));
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, mine)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, mine)), CUCOPY_ERR_INVALID_PARAM);
+    check_allocated(mine, CUCOPY_MEMORY_TYPE_CUDA, 0, tc_ctx_id(tc_primary(0)));
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, mine)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, mine)), CUCOPY_ERR_INVALID_PARAM);
 
     void *addr = NULL;
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 0);
     p.field_mask &= ~(uint64_t)CUCOPY_MEM_ALLOC_PARAM_LENGTH;
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 0);
     p.length = 0;
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 0);
     p.field_mask |= 1u << 4;
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p.field_mask = CUCOPY_MEM_ALLOC_PARAM_LENGTH | (1ull << 63);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 1u << 1);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, CUCOPY_MEM_ALLOC_FLAG_ACTIVATE | 0x80000000u);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params((cucopy_memory_type_t)3, 0, 0);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params((cucopy_memory_type_t)-1, 0, 0);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, ndev, 0);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 0);
     p.device = -5;
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, NULL, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, NULL, &addr)), CUCOPY_ERR_INVALID_PARAM);
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 0);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, NULL)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(NULL, &p, &addr)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, NULL)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(NULL, &p, &addr)), CUCOPY_ERR_INVALID_HANDLE);
     /* the length alone: device memory of the current context */
     TD_CHECK(td.cuCtxSetCurrent(tc_primary(0)));
     memset(&p, 0, sizeof(p));
     p.field_mask = CUCOPY_MEM_ALLOC_PARAM_LENGTH;
     p.length = LEN;
     tc_case_begin("length only, primary 0 current: device memory there");
-    if (CHECK_STATUS(MT_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
-        check_allocated(addr, CUCOPY_MEMORY_TYPE_CUDA, 0, mt_ctx_id(tc_primary(0)));
-        CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
+    if (CHECK_STATUS(TC_CALL(cucopy_mem_alloc(ctx, &p, &addr)), CUCOPY_OK)) {
+        check_allocated(addr, CUCOPY_MEMORY_TYPE_CUDA, 0, tc_ctx_id(tc_primary(0)));
+        CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, addr)), CUCOPY_OK);
     }
     tc_case_end();
     TD_CHECK(td.cuCtxSetCurrent(NULL));
@@ -324,10 +329,10 @@ static void bad_frees_and_params(void)
     /* memory allocated through one context, left for context_destroy */
     p = params(CUCOPY_MEMORY_TYPE_CUDA, 0, 0);
     void *leak = NULL;
-    CHECK_STATUS(MT_CALL(cucopy_mem_alloc(other, &p, &leak)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, leak)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(other, leak)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_context_destroy(other)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_alloc(other, &p, &leak)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, leak)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(other, leak)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_context_destroy(other)), CUCOPY_OK);
 
     tc_buf_free(&dev0);
     free(heap);
@@ -335,15 +340,9 @@ static void bad_frees_and_params(void)
 
 int main(void)
 {
-    tc_init("test_mem_alloc");
-    mt_init_fake();
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
-    if (ndev > CUCOPY_MAX_DEVICES)
-        ndev = CUCOPY_MAX_DEVICES;
-    if (mt_fake.live_allocations != NULL)
-        live_start = mt_fake.live_allocations();
+    ndev = tc_begin("test_mem_alloc", CUCOPY_MAX_DEVICES);
+    if (tc_fake.live_allocations != NULL)
+        live_start = tc_fake.live_allocations();
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE(tc_current() == NULL);
 
@@ -355,13 +354,13 @@ int main(void)
 
     CHECK(tc_current() == NULL);
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
-    if (mt_fake.live_allocations != NULL)
-        CHECKF(mt_fake.live_allocations() == live_start,
+    if (tc_fake.live_allocations != NULL)
+        CHECKF(tc_fake.live_allocations() == live_start,
                "fakecuda_live_allocations %ld at the end, %ld at the start",
-               mt_fake.live_allocations(), live_start);
+               tc_fake.live_allocations(), live_start);
     else if (td.is_fake)
         printf("test_mem_alloc: the fake lacks fakecuda_live_allocations; not counted\n");
-    if (mt_fake.violations != NULL)
-        CHECKF(mt_fake.violations() == 0, "%ld fake-driver violation(s)", mt_fake.violations());
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_fake.violations() == 0, "%ld fake-driver violation(s)", tc_fake.violations());
     return tc_finish();
 }

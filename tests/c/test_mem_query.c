@@ -19,9 +19,13 @@
  * nothing is activated.
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define LEN ((size_t)1 << 20)
@@ -219,7 +223,7 @@ static void query_alloc(const struct alloc *a, const char *when)
         memset(&m, 0xa5, sizeof(m));
         m.field_mask = ALL_MEM_FIELDS;
         tc_case_begin("mem_query %s, %s, %s", a->name, where[w], when);
-        if (CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)(a->addr + off),
+        if (CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)(a->addr + off),
                                                   len, &m)),
                          CUCOPY_OK))
             check_attr(a, &m, a->addr + off);
@@ -231,15 +235,15 @@ static void query_alloc(const struct alloc *a, const char *when)
     m.field_mask = ALL_MEM_FIELDS;
     tc_case_begin("mem_query %s, range crossing its end, %s", a->name, when);
     if (a->cuda_known) {
-        CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)(a->base + a->alen - 8),
+        CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)(a->base + a->alen - 8),
                                               16, &m)),
                      CUCOPY_ERR_OUT_OF_RANGE);
-        CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->base, a->alen + 1,
+        CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->base, a->alen + 1,
                                               &m)),
                      CUCOPY_ERR_OUT_OF_RANGE);
     } else {
         /* memory CUDA does not know has no end the library could see */
-        CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, a->len + 64,
+        CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, a->len + 64,
                                               &m)),
                      CUCOPY_OK);
     }
@@ -313,7 +317,7 @@ static void field_mask_cases(const struct alloc *a)
         memset(&m, 0xa5, sizeof(m));
         m.field_mask = f[i].bit;
         tc_case_begin("mem_query %s, field_mask = %s only", a->name, f[i].name);
-        CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, &m)),
+        CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, &m)),
                      CUCOPY_OK);
         for (size_t j = 0; j < n; j++) {
             for (int k = 0; k < 2 && f[j].len[k] > 0; k++) {
@@ -334,18 +338,18 @@ static void field_mask_cases(const struct alloc *a)
     cucopy_mem_attr_t m;
     memset(&m, 0, sizeof(m));
     m.field_mask = ALL_MEM_FIELDS | (1u << 7);
-    CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, &m)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, &m)),
                  CUCOPY_ERR_INVALID_PARAM);
     m.field_mask = 1ull << 63;
-    CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, &m)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, &m)),
                  CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, NULL)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, 0, NULL)),
                  CUCOPY_ERR_INVALID_PARAM);
     m.field_mask = ALL_MEM_FIELDS;
-    CHECK_STATUS(MT_CALL(cucopy_mem_query(NULL, (const void *)(uintptr_t)a->addr, 0, &m)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_query(NULL, (const void *)(uintptr_t)a->addr, 0, &m)),
                  CUCOPY_ERR_INVALID_HANDLE);
     /* a length that overflows the address space */
-    CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, SIZE_MAX, &m)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (const void *)(uintptr_t)a->addr, SIZE_MAX, &m)),
                  CUCOPY_ERR_INVALID_PARAM);
 }
 
@@ -354,7 +358,7 @@ static void field_mask_cases(const struct alloc *a)
 static void vmm_inactive_primary(void)
 {
     int d = ndev - 1;
-    if (mt_primary_active(d)) {
+    if (tc_primary_active(d)) {
         printf("test_mem_query: device %d's primary context is active before the test; the "
                "inactive-primary VMM case is not run\n", d);
         return;
@@ -372,8 +376,8 @@ static void vmm_inactive_primary(void)
     }
     cucopy_iface_h iface = NULL;
     cucopy_ep_h ep = NULL;
-    REQUIRE(MT_CALL(cucopy_iface_open(ctx, NULL, &iface)) == CUCOPY_OK);
-    REQUIRE(MT_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_iface_open(ctx, NULL, &iface)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
     char *host = malloc(CLEN);
     REQUIRE(host != NULL);
     memset(host, 1, CLEN);
@@ -385,7 +389,7 @@ static void vmm_inactive_primary(void)
         memset(&m, 0, sizeof(m));
         m.field_mask = ALL_MEM_FIELDS;
         tc_case_begin("VMM of device %d, primary inactive, %s: mem_query works", d, when);
-        if (CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (void *)(uintptr_t)v.ptr, 0, &m)),
+        if (CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (void *)(uintptr_t)v.ptr, 0, &m)),
                          CUCOPY_OK)) {
             CHECK(m.mem_type == CUCOPY_MEMORY_TYPE_CUDA);
             CHECKF(m.device == d, "device %d", m.device);
@@ -395,17 +399,17 @@ static void vmm_inactive_primary(void)
         tc_case_end();
         tc_case_begin("VMM of device %d, primary inactive, %s: copies are NO_DEVICE, nothing "
                       "activated", d, when);
-        CHECK_STATUS(MT_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
-        CHECK_STATUS(MT_CALL(cucopy_ep_get_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
+        CHECK_STATUS(TC_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
+        CHECK_STATUS(TC_CALL(cucopy_ep_get_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
         cucopy_iov_t iov = {host, CLEN};
         struct tc_comp c;
         tc_comp_init(&c, 1);
-        CHECK_STATUS(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, v.ptr, &c.comp)),
+        CHECK_STATUS(TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, v.ptr, &c.comp)),
                      CUCOPY_ERR_NO_DEVICE);
-        CHECK_STATUS(MT_CALL(cucopy_ep_get_zcopy(ep, &iov, 1, v.ptr, &c.comp)),
+        CHECK_STATUS(TC_CALL(cucopy_ep_get_zcopy(ep, &iov, 1, v.ptr, &c.comp)),
                      CUCOPY_ERR_NO_DEVICE);
         CHECK(c.fired == 0);
-        CHECKF(!mt_primary_active(d), "device %d's primary context became active", d);
+        CHECKF(!tc_primary_active(d), "device %d's primary context became active", d);
         tc_case_end();
         if (cur)
             TD_CHECK(td.cuCtxPopCurrent(NULL));
@@ -417,32 +421,32 @@ static void vmm_inactive_primary(void)
     char *back = malloc(CLEN);
     REQUIRE(back != NULL);
     for (int round = 0; round < 2; round++) {
-        mt_prim_retain(d);
+        tc_primary_retain(d);
         tc_case_begin("VMM of device %d, primary activated by the program (%s): copies work",
                       d, round ? "again, after a reset" : "first time");
         memset(host, 2 + round, CLEN);
         memset(back, 0, CLEN);
-        CHECK_STATUS(MT_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_OK);
-        CHECK_STATUS(MT_CALL(cucopy_ep_get_short(ep, back, CLEN, v.ptr)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_ep_get_short(ep, back, CLEN, v.ptr)), CUCOPY_OK);
         CHECK(memcmp(back, host, CLEN) == 0);
         tc_case_end();
         if (round == 1)
             break;
-        mt_prim_reset(d);
+        tc_primary_reset(d);
         tc_case_begin("VMM of device %d, primary reset and not activated again: NO_DEVICE, "
                       "not a driver error, nothing activated", d);
-        CHECK_STATUS(MT_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
-        CHECKF(!mt_primary_active(d), "device %d's primary context became active", d);
+        CHECK_STATUS(TC_CALL(cucopy_ep_put_short(ep, host, CLEN, v.ptr)), CUCOPY_ERR_NO_DEVICE);
+        CHECKF(!tc_primary_active(d), "device %d's primary context became active", d);
         tc_case_end();
     }
-    mt_flush(iface);
-    CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
+    tc_flush(iface);
+    CHECK_STATUS(TC_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
     /* Two retains by the program (before and after the reset). */
-    mt_prim_release(d);
-    if (mt_primary_active(d))
-        mt_prim_release(d);
-    CHECKF(!mt_primary_active(d), "device %d's primary context active after iface_close", d);
+    tc_primary_release(d);
+    if (tc_primary_active(d))
+        tc_primary_release(d);
+    CHECKF(!tc_primary_active(d), "device %d's primary context active after iface_close", d);
     free(back);
     free(host);
     vmm_destroy(&v, user);
@@ -471,7 +475,7 @@ static void check_freed(const char *what, uint64_t addr)
     memset(&m, 0xa5, sizeof(m));
     m.field_mask = ALL_MEM_FIELDS;
     tc_case_begin("mem_query of freed %s: plain host memory", what);
-    if (CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, (void *)(uintptr_t)addr, 0, &m)), CUCOPY_OK)) {
+    if (CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, (void *)(uintptr_t)addr, 0, &m)), CUCOPY_OK)) {
         CHECKF(m.mem_type == CUCOPY_MEMORY_TYPE_HOST, "mem_type %d", m.mem_type);
         CHECKF(m.pinned == 0 && m.device == -1 && m.context_id == 0, "pinned %d device %d "
                "context_id %llu", m.pinned, m.device, (unsigned long long)m.context_id);
@@ -547,17 +551,11 @@ static void freed_pointers(void)
 
 int main(void)
 {
-    tc_init("test_mem_query");
-    mt_init_fake();
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
-    if (ndev > CUCOPY_MAX_DEVICES)
-        ndev = CUCOPY_MAX_DEVICES;
+    ndev = tc_begin("test_mem_query", CUCOPY_MAX_DEVICES);
     other_dev = ndev > 1 ? ndev - 1 : -1;
     if (other_dev < 0)
         printf("test_mem_query: one device: the other-device cases are not run\n");
-    long live_start = mt_fake.live_allocations != NULL ? mt_fake.live_allocations() : 0;
+    long live_start = tc_fake.live_allocations != NULL ? tc_fake.live_allocations() : 0;
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE(tc_current() == NULL);
 
@@ -569,7 +567,7 @@ int main(void)
     uint64_t pid[CUCOPY_MAX_DEVICES];
     for (int d = 0; d < ndev; d++) {
         prim[d] = tc_primary(d);
-        pid[d] = mt_ctx_id(prim[d]);
+        pid[d] = tc_ctx_id(prim[d]);
     }
     struct alloc *a;
     struct tc_buf dev[2], managed, pref_dev, pref_host, pinned;
@@ -752,68 +750,68 @@ int main(void)
     /* D: copies, none current and another device current */
     cucopy_iface_h iface = NULL;
     cucopy_ep_h ep = NULL;
-    REQUIRE(MT_CALL(cucopy_iface_open(ctx, NULL, &iface)) == CUCOPY_OK);
-    REQUIRE(MT_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_iface_open(ctx, NULL, &iface)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
     char *page = malloc(CLEN);
     REQUIRE(page != NULL);
-    struct tc_buf pg = mt_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)page, CLEN, 1);
-    struct tc_buf rg = mt_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)creg, CLEN, 1);
+    struct tc_buf pg = tc_buf_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)page, CLEN, 1);
+    struct tc_buf rg = tc_buf_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)creg, CLEN, 1);
     for (int cur = -1; cur < ndev && cur < 2; cur++) {
         char what[128];
         const char *when = cur < 0 ? "none current" : cur == 0 ? "dev0 current" : "dev1 current";
         if (cur >= 0)
             TD_CHECK(td.cuCtxSetCurrent(prim[cur]));
         for (int d = 0; d < nvmm; d++) {
-            struct tc_buf vb = mt_view(TC_MEM_DEV0, prim[d], vd[d].ptr, CLEN, 0);
+            struct tc_buf vb = tc_buf_view(TC_MEM_DEV0, prim[d], vd[d].ptr, CLEN, 0);
             snprintf(what, sizeof(what), "pageable -> VMM dev%d, %s", d, when);
-            mt_copy_all_ways(iface, ep, &pg, &vb, CLEN, what);
+            tc_copy_all_ways(iface, ep, &pg, &vb, CLEN, what);
             snprintf(what, sizeof(what), "VMM dev%d -> registered, %s", d, when);
-            mt_copy_all_ways(iface, ep, &vb, &rg, CLEN, what);
+            tc_copy_all_ways(iface, ep, &vb, &rg, CLEN, what);
         }
         if (have_pool) {
-            struct tc_buf pb = mt_view(TC_MEM_DEV0, prim[0], pm.ptr, CLEN, 0);
+            struct tc_buf pb = tc_buf_view(TC_MEM_DEV0, prim[0], pm.ptr, CLEN, 0);
             snprintf(what, sizeof(what), "registered -> pool dev0, %s", when);
-            mt_copy_all_ways(iface, ep, &rg, &pb, CLEN, what);
+            tc_copy_all_ways(iface, ep, &rg, &pb, CLEN, what);
             snprintf(what, sizeof(what), "pool dev0 -> pageable, %s", when);
-            mt_copy_all_ways(iface, ep, &pb, &pg, CLEN, what);
+            tc_copy_all_ways(iface, ep, &pb, &pg, CLEN, what);
         }
         for (int d = 0; d < ndev && d < 2; d++) {
             struct tc_buf db = dev[d];
             db.size = CLEN;
             snprintf(what, sizeof(what), "registered -> cuMemAlloc dev%d, %s", d, when);
-            mt_copy_all_ways(iface, ep, &rg, &db, CLEN, what);
+            tc_copy_all_ways(iface, ep, &rg, &db, CLEN, what);
             snprintf(what, sizeof(what), "cuMemAlloc dev%d -> registered, %s", d, when);
-            mt_copy_all_ways(iface, ep, &db, &rg, CLEN, what);
+            tc_copy_all_ways(iface, ep, &db, &rg, CLEN, what);
             for (int i = 0; i < 3; i++) {
-                struct tc_buf cb = mt_view(ts[i] == CUCOPY_MEMORY_TYPE_HOST ? TC_MEM_PINNED
+                struct tc_buf cb = tc_buf_view(ts[i] == CUCOPY_MEMORY_TYPE_HOST ? TC_MEM_PINNED
                                                                             : TC_MEM_DEV0,
                                            prim[d], (uint64_t)(uintptr_t)cm[d][i], CLEN,
                                            ts[i] == CUCOPY_MEMORY_TYPE_HOST);
                 const char *tn = i == 0 ? "cuda" : i == 1 ? "managed" : "host";
                 snprintf(what, sizeof(what), "pageable -> cucopy_mem_alloc %s dev%d, %s", tn, d,
                          when);
-                mt_copy_all_ways(iface, ep, &pg, &cb, CLEN, what);
+                tc_copy_all_ways(iface, ep, &pg, &cb, CLEN, what);
                 snprintf(what, sizeof(what), "cucopy_mem_alloc %s dev%d -> cuMemAlloc dev0, %s",
                          tn, d, when);
                 struct tc_buf d0 = dev[0];
                 d0.size = CLEN;
-                mt_copy_all_ways(iface, ep, &cb, &d0, CLEN, what);
+                tc_copy_all_ways(iface, ep, &cb, &d0, CLEN, what);
             }
         }
         if (cur >= 0)
             TD_CHECK(td.cuCtxSetCurrent(NULL));
     }
-    mt_flush(iface);
-    CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
+    tc_flush(iface);
+    CHECK_STATUS(TC_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
     free(page);
 
     /* E: clean up, then freed pointers */
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
     free(creg);
     for (int d = 0; d < ndev && d < 2; d++)
         for (int i = 0; i < 3; i++)
-            CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, cm[d][i])), CUCOPY_OK);
+            CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, cm[d][i])), CUCOPY_OK);
     if (have_pool)
         pool_free(&pm);
     if (have_vh)
@@ -837,11 +835,11 @@ int main(void)
 
     CHECK(tc_current() == NULL);
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
-    if (mt_fake.live_allocations != NULL)
-        CHECKF(mt_fake.live_allocations() == live_start,
+    if (tc_fake.live_allocations != NULL)
+        CHECKF(tc_fake.live_allocations() == live_start,
                "fakecuda_live_allocations %ld at the end, %ld at the start",
-               mt_fake.live_allocations(), live_start);
-    if (mt_fake.violations != NULL)
-        CHECKF(mt_fake.violations() == 0, "%ld fake-driver violation(s)", mt_fake.violations());
+               tc_fake.live_allocations(), live_start);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_fake.violations() == 0, "%ld fake-driver violation(s)", tc_fake.violations());
     return tc_finish();
 }

@@ -21,8 +21,12 @@
  * Every call leaves the current context as it was and activates nothing.
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define LEN ((size_t)64 << 10)
@@ -46,7 +50,7 @@ static cucopy_mem_attr_t query(const void *addr, size_t len)
     a.field_mask = CUCOPY_MEM_ATTR_MEM_TYPE | CUCOPY_MEM_ATTR_PINNED | CUCOPY_MEM_ATTR_DEVICE |
                    CUCOPY_MEM_ATTR_CONTEXT_ID | CUCOPY_MEM_ATTR_ALLOCATION |
                    CUCOPY_MEM_ATTR_FLAGS | CUCOPY_MEM_ATTR_ACCESS;
-    int s = MT_CALL(cucopy_mem_query(ctx, addr, len, &a));
+    int s = TC_CALL(cucopy_mem_query(ctx, addr, len, &a));
     CHECKF(s == CUCOPY_OK, "mem_query(%p, %zu) returned %s: %s", addr, len, tc_status_name(s),
            cucopy_last_error());
     return a;
@@ -84,7 +88,7 @@ static void check_registered(char *base, size_t len, int dev, uint64_t ctx_id, c
         tc_case_end();
     }
     /* crossing the end of the registered range */
-    CHECK_STATUS(MT_CALL(cucopy_mem_query(ctx, base + len - 8, 16,
+    CHECK_STATUS(TC_CALL(cucopy_mem_query(ctx, base + len - 8, 16,
                                           &(cucopy_mem_attr_t){.field_mask = 0})),
                  CUCOPY_ERR_OUT_OF_RANGE);
 }
@@ -104,7 +108,7 @@ static void check_unregistered(char *base, size_t len, const char *what)
 static void phase1_no_context(void)
 {
     for (int d = 0; d < ndev; d++)
-        if (mt_primary_active(d)) {
+        if (tc_primary_active(d)) {
             printf("test_mem_reg: a primary context is active before the test; the "
                    "no-context case is not run\n");
             return;
@@ -112,9 +116,9 @@ static void phase1_no_context(void)
     char *buf = page_alloc(LEN);
     cucopy_memh_h mh = NULL;
     tc_case_begin("no context at all: NO_DEVICE, nothing activated");
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_ERR_NO_DEVICE);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_ERR_NO_DEVICE);
     for (int d = 0; d < ndev; d++)
-        CHECKF(!mt_primary_active(d), "device %d's primary became active", d);
+        CHECKF(!tc_primary_active(d), "device %d's primary became active", d);
     tc_case_end();
     check_unregistered(buf, LEN, "after the refused registration");
     free(buf);
@@ -123,46 +127,46 @@ static void phase1_no_context(void)
 static void phase2_registered(void)
 {
     cdContext p0 = tc_primary(0);
-    uint64_t id0 = mt_ctx_id(p0);
+    uint64_t id0 = tc_ctx_id(p0);
     /* region: [0, 64K) free | [64K, 128K) registered | [128K, 256K) free */
     char *region = page_alloc(4 * LEN);
     char *buf = region + LEN;
     cucopy_memh_h mh = NULL;
     tc_case_begin("register malloc'ed memory, no context current (primary 0 active)");
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
     CHECK(mh != NULL);
     tc_case_end();
     REQUIRE(mh != NULL);
-    if (mt_fake.registered_ranges != NULL)
-        CHECKF(mt_fake.registered_ranges() == 1, "fake: %ld registered ranges",
-               mt_fake.registered_ranges());
+    if (tc_fake.registered_ranges != NULL)
+        CHECKF(tc_fake.registered_ranges() == 1, "fake: %ld registered ranges",
+               tc_fake.registered_ranges());
     check_registered(buf, LEN, 0, id0, "registered, none current");
 
     /* copies from and to it, on every device (one device current, none) */
     cucopy_iface_h iface = NULL;
     cucopy_ep_h ep = NULL;
-    REQUIRE(MT_CALL(cucopy_iface_open(ctx, NULL, &iface)) == CUCOPY_OK);
-    REQUIRE(MT_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
-    struct tc_buf reg = mt_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)buf, CLEN, 1);
+    REQUIRE(TC_CALL(cucopy_iface_open(ctx, NULL, &iface)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
+    struct tc_buf reg = tc_buf_view(TC_MEM_PAGEABLE, NULL, (uint64_t)(uintptr_t)buf, CLEN, 1);
     for (int d = 0; d < ndev && d < 2; d++) {
         struct tc_buf dev;
         char what[96];
         tc_buf_alloc(&dev, d == 0 ? TC_MEM_DEV0 : TC_MEM_DEV1, CLEN);
         snprintf(what, sizeof(what), "registered -> dev%d", d);
-        mt_copy_all_ways(iface, ep, &reg, &dev, CLEN, what);
+        tc_copy_all_ways(iface, ep, &reg, &dev, CLEN, what);
         snprintf(what, sizeof(what), "dev%d -> registered", d);
-        mt_copy_all_ways(iface, ep, &dev, &reg, CLEN, what);
+        tc_copy_all_ways(iface, ep, &dev, &reg, CLEN, what);
         TD_CHECK(td.cuCtxSetCurrent(tc_primary(ndev - 1 - d)));
         snprintf(what, sizeof(what), "registered -> dev%d (dev%d current)", d, ndev - 1 - d);
-        mt_copy_all_ways(iface, ep, &reg, &dev, CLEN, what);
+        tc_copy_all_ways(iface, ep, &reg, &dev, CLEN, what);
         snprintf(what, sizeof(what), "dev%d -> registered (dev%d current)", d, ndev - 1 - d);
-        mt_copy_all_ways(iface, ep, &dev, &reg, CLEN, what);
+        tc_copy_all_ways(iface, ep, &dev, &reg, CLEN, what);
         TD_CHECK(td.cuCtxSetCurrent(NULL));
-        mt_flush(iface);
+        tc_flush(iface);
         tc_buf_free(&dev);
     }
-    CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_close(iface)), CUCOPY_OK);
 
     /* again and overlapping: ALREADY_EXISTS */
     static const struct {
@@ -181,7 +185,7 @@ static void phase2_registered(void)
     for (size_t i = 0; i < sizeof(ov) / sizeof(ov[0]); i++) {
         cucopy_memh_h h2 = NULL;
         tc_case_begin("register %s again: ALREADY_EXISTS", ov[i].what);
-        CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf + ov[i].off, ov[i].len, 0, &h2)),
+        CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf + ov[i].off, ov[i].len, 0, &h2)),
                      CUCOPY_ERR_ALREADY_EXISTS);
         tc_case_end();
         if (h2 != NULL)
@@ -191,28 +195,28 @@ static void phase2_registered(void)
     check_registered(buf, LEN, 0, id0, "after the refused overlaps");
     cucopy_memh_h before = NULL, after = NULL;
     tc_case_begin("adjacent ranges before and after: OK");
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, region, LEN, 0, &before)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf + LEN, LEN, 0, &after)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, region, LEN, 0, &before)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf + LEN, LEN, 0, &after)), CUCOPY_OK);
     tc_case_end();
     if (before != NULL)
         check_registered(region, LEN, 0, id0, "the range before");
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, before)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, after)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, before)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, after)), CUCOPY_OK);
     check_registered(buf, LEN, 0, id0, "after the neighbours' dereg");
 
     /* dereg; NULL; twice */
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
     check_unregistered(buf, LEN, "after dereg");
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_ERR_INVALID_HANDLE);
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, NULL)), CUCOPY_OK);
-    if (mt_fake.registered_ranges != NULL)
-        CHECKF(mt_fake.registered_ranges() == 0, "fake: %ld registered ranges after dereg",
-               mt_fake.registered_ranges());
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, NULL)), CUCOPY_OK);
+    if (tc_fake.registered_ranges != NULL)
+        CHECKF(tc_fake.registered_ranges() == 0, "fake: %ld registered ranges after dereg",
+               tc_fake.registered_ranges());
     /* registering it again after dereg works */
     tc_case_begin("register again after dereg: OK");
     mh = NULL;
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
     tc_case_end();
     free(region);
 }
@@ -264,7 +268,7 @@ static void phase3_refused(void)
             cucopy_memh_h mh = NULL;
             tc_case_begin("mem_reg of %s (%s): %s", c[i].what,
                           cur ? "primary 0 current" : "none current", tc_status_name(c[i].want));
-            CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, c[i].p, c[i].len, 0, &mh)), c[i].want);
+            CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, c[i].p, c[i].len, 0, &mh)), c[i].want);
             tc_case_end();
             if (mh != NULL)
                 cucopy_mem_dereg(ctx, mh);
@@ -276,27 +280,27 @@ static void phase3_refused(void)
     /* bad arguments */
     char *buf = page_alloc(LEN);
     cucopy_memh_h mh = NULL;
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, NULL, LEN, 0, &mh)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, 0, 0, &mh)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 1, &mh)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0x80000000u, &mh)),
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, NULL, LEN, 0, &mh)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, 0, 0, &mh)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 1, &mh)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0x80000000u, &mh)),
                  CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, NULL)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, SIZE_MAX, 0, &mh)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_reg(NULL, buf, LEN, 0, &mh)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, NULL)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, SIZE_MAX, 0, &mh)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_reg(NULL, buf, LEN, 0, &mh)), CUCOPY_ERR_INVALID_HANDLE);
     check_unregistered(buf, LEN, "after the refused registrations");
     /* a handle used with another cucopy context */
     cucopy_context_h other = NULL;
     REQUIRE_OK(cucopy_context_create(NULL, &other));
     REQUIRE_OK(cucopy_mem_reg(ctx, buf, LEN, 0, &mh));
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(NULL, mh)), CUCOPY_ERR_INVALID_HANDLE);
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(other, mh)), CUCOPY_ERR_INVALID_PARAM);
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(NULL, mh)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(other, mh)), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
     CHECK_STATUS(cucopy_context_destroy(other), CUCOPY_OK);
     free(buf);
 
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, cdev)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_mem_free(ctx, chost)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, cdev)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_mem_free(ctx, chost)), CUCOPY_OK);
     tc_push(p0);
     TD_CHECK(td.cuMemHostUnregister(hreg));
     tc_pop(p0);
@@ -317,29 +321,29 @@ static void phase4_other_context(void)
         char what[96];
         snprintf(what, sizeof(what), "registered with a created context of device %d current", d);
         tc_case_begin("%s", what);
-        CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
         tc_case_end();
         if (mh != NULL) {
             TD_CHECK(td.cuCtxPopCurrent(NULL));
-            check_registered(buf, LEN, d, mt_ctx_id(user), what);
+            check_registered(buf, LEN, d, tc_ctx_id(user), what);
             TD_CHECK(td.cuCtxPushCurrent(user));
-            CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+            CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
             check_unregistered(buf, LEN, "after dereg in the created context");
         }
         /* registered in it, then the program destroys the context */
         mh = NULL;
-        CHECK_STATUS(MT_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_mem_reg(ctx, buf, LEN, 0, &mh)), CUCOPY_OK);
         TD_CHECK(td.cuCtxPopCurrent(NULL));
         TD_CHECK(td.cuCtxDestroy(user));
-        long viol = mt_fake.violations != NULL ? mt_fake.violations() : 0;
+        long viol = tc_fake.violations != NULL ? tc_fake.violations() : 0;
         tc_case_begin("dereg after the program destroyed the registering context (device %d): OK",
                       d);
-        CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
-        if (mt_fake.violations != NULL)
-            CHECKF(mt_fake.violations() == viol,
+        CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+        if (tc_fake.violations != NULL)
+            CHECKF(tc_fake.violations() == viol,
                    "the dereg made %ld driver call(s) the fake counts as violations (the "
-                   "destroyed context used)", mt_fake.violations() - viol);
-        CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_ERR_INVALID_HANDLE);
+                   "destroyed context used)", tc_fake.violations() - viol);
+        CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_ERR_INVALID_HANDLE);
         tc_case_end();
         free(buf);
     }
@@ -355,19 +359,19 @@ static void phase5_reset(void)
     char *buf = page_alloc(LEN);
     cucopy_memh_h mh = NULL;
     REQUIRE_OK(cucopy_mem_reg(ctx, buf, LEN, 0, &mh));
-    check_registered(buf, LEN, 0, mt_ctx_id(p0), "registered before the reset");
+    check_registered(buf, LEN, 0, tc_ctx_id(p0), "registered before the reset");
     cdDevice d0;
     TD_CHECK(td.cuDeviceGet(&d0, 0));
     TD_CHECK(td.cuDevicePrimaryCtxReset(d0));
-    long viol = mt_fake.violations != NULL ? mt_fake.violations() : 0;
+    long viol = tc_fake.violations != NULL ? tc_fake.violations() : 0;
     tc_case_begin("dereg after cuDevicePrimaryCtxReset of its context: OK");
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
-    if (mt_fake.violations != NULL)
-        CHECKF(mt_fake.violations() == viol,
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_OK);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_fake.violations() == viol,
                "the dereg made %ld driver call(s) the fake counts as violations (a dead "
                "context used, or a release of a primary the reset already dropped)",
-               mt_fake.violations() - viol);
-    CHECK_STATUS(MT_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_ERR_INVALID_HANDLE);
+               tc_fake.violations() - viol);
+    CHECK_STATUS(TC_CALL(cucopy_mem_dereg(ctx, mh)), CUCOPY_ERR_INVALID_HANDLE);
     tc_case_end();
     check_unregistered(buf, LEN, "after the reset and dereg");
     free(buf);
@@ -375,13 +379,7 @@ static void phase5_reset(void)
 
 int main(void)
 {
-    tc_init("test_mem_reg");
-    mt_init_fake();
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("no CUDA device");
-    if (ndev > CUCOPY_MAX_DEVICES)
-        ndev = CUCOPY_MAX_DEVICES;
+    ndev = tc_begin("test_mem_reg", CUCOPY_MAX_DEVICES);
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE(tc_current() == NULL);
 
@@ -393,7 +391,7 @@ int main(void)
 
     CHECK(tc_current() == NULL);
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
-    if (mt_fake.violations != NULL)
-        CHECKF(mt_fake.violations() == 0, "%ld fake-driver violation(s)", mt_fake.violations());
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_fake.violations() == 0, "%ld fake-driver violation(s)", tc_fake.violations());
     return tc_finish();
 }

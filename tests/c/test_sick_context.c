@@ -35,7 +35,7 @@
  * clearly. Other processes, e.g. the tests after this one, never see it.
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <poll.h>
 #include <stdint.h>
@@ -52,16 +52,7 @@
 static cucopy_context_h cctx;
 static size_t len; /* bytes per piece */
 static unsigned base_delay_us;
-/* The fake driver's controls: NULL on a real driver. */
-static void (*fake_set_delay_us)(unsigned);
-static int (*fake_live_streams)(cdContext);
-static int (*fake_live_events)(cdContext);
 static struct tc_buf host_a, host_b;
-
-static long violations(void)
-{
-    return mt_fake.violations != NULL ? mt_fake.violations() : 0;
-}
 
 static void *ptr(const struct tc_buf *b, size_t off)
 {
@@ -140,16 +131,6 @@ static void make_sick(struct sick *k)
 }
 
 
-/* A call in a loop: only a failure counts (the case count stays fixed). */
-#define LOOP_CALL(expr) loop_after((int)(expr), #expr, __FILE__, __LINE__)
-static int loop_after(int status, const char *what, const char *file, int line)
-{
-    cdContext now = tc_current();
-    if (now != NULL)
-        tc_check(0, file, line, "%s left context %p current", what, (void *)now);
-    return status;
-}
-
 /* NCH put_zcopy pieces src -> dst, each with its completion. */
 struct flight {
     struct tc_comp c[NCH];
@@ -165,7 +146,7 @@ static void issue_flight(cucopy_ep_h ep, const struct tc_buf *src, const struct 
     for (int i = 0; i < NCH; i++) {
         cucopy_iov_t iov = {ptr(src, i * len), len};
         tc_comp_init(&f->c[i], 1);
-        f->st[i] = MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(dst, i * len), &f->c[i].comp));
+        f->st[i] = TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(dst, i * len), &f->c[i].comp));
         CHECKF(f->st[i] == CUCOPY_INPROGRESS, "put_zcopy piece %d returned %s: %s", i,
                tc_status_name(f->st[i]), cucopy_last_error());
     }
@@ -244,8 +225,8 @@ static void check_sick(int s, const char *op, const char *what)
 /* Fake driver: keep the copies in flight while the kernel faults. */
 static void slow(int on)
 {
-    if (fake_set_delay_us != NULL)
-        fake_set_delay_us(on ? SLOW_US : base_delay_us);
+    if (tc_fake.set_delay_us != NULL)
+        tc_fake.set_delay_us(on ? SLOW_US : base_delay_us);
 }
 
 /*
@@ -276,8 +257,9 @@ static int device1_healthy(cdContext p1, struct tc_buf *scratch)
 static void round_sick(int use_arm)
 {
     const char *phase = use_arm ? "event-fd protocol" : "progress";
-    long v0 = violations();
-    cdContext p0 = mt_prim_retain(0), p1 = mt_prim_retain(1);
+    long v0 = tc_violations();
+    cdContext p0 = tc_primary_retain(0);
+    cdContext p1 = tc_primary_retain(1);
     struct tc_buf s0, t0, s1, t1, x1;
     tc_buf_alloc_in(&s0, p0, NCH * len);
     tc_buf_alloc_in(&t0, p0, NCH * len);
@@ -288,14 +270,14 @@ static void round_sick(int use_arm)
     sick_prepare(&sk, p0);
     cucopy_iface_h iface;
     cucopy_ep_h ep;
-    REQUIRE(MT_CALL(cucopy_iface_open(cctx, NULL, &iface)) == CUCOPY_OK);
-    REQUIRE(MT_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_iface_open(cctx, NULL, &iface)) == CUCOPY_OK);
+    REQUIRE(TC_CALL(cucopy_ep_create(iface, &ep)) == CUCOPY_OK);
     int fd = -1;
     if (use_arm)
-        CHECK_STATUS(MT_CALL(cucopy_iface_event_fd(iface, &fd)), CUCOPY_OK);
+        CHECK_STATUS(TC_CALL(cucopy_iface_event_fd(iface, &fd)), CUCOPY_OK);
     /* Resources exist on both devices before the error. */
-    mt_copy_all_ways(iface, ep, &host_a, &s0, len, "before: host -> device 0");
-    mt_copy_all_ways(iface, ep, &host_a, &s1, len, "before: host -> device 1");
+    tc_copy_all_ways(iface, ep, &host_a, &s0, len, "before: host -> device 0");
+    tc_copy_all_ways(iface, ep, &host_a, &s1, len, "before: host -> device 1");
 
     slow(1);
     struct flight f0, f1;
@@ -303,7 +285,7 @@ static void round_sick(int use_arm)
     issue_flight(ep, &s1, &t1, &f1, 2);
     struct tc_comp fc;
     tc_comp_init(&fc, 1);
-    int fs = MT_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
+    int fs = TC_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
     CHECK_STATUS(fs, CUCOPY_INPROGRESS);
     /* Fake: the kernel must not wait behind the delay; the copies already
      * started theirs. */
@@ -323,7 +305,7 @@ static void round_sick(int use_arm)
                     TIMEOUT_S))
             break;
         if (use_arm) {
-            int s = LOOP_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP));
+            int s = TC_LOOP_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP));
             arms++;
             if (s == CUCOPY_ERR_BUSY) {
                 busy++;
@@ -341,12 +323,12 @@ static void round_sick(int use_arm)
                               tc_status_name(s), cucopy_last_error());
             }
         }
-        int n = LOOP_CALL(cucopy_iface_progress(iface));
+        int n = TC_LOOP_CALL(cucopy_iface_progress(iface));
         if (FAIL_IF(n < 0, "progress returned %s: %s", tc_status_name(n), cucopy_last_error()))
             break;
     }
     for (int k = 0; k < 5; k++)
-        (void)FAIL_IF(LOOP_CALL(cucopy_iface_progress(iface)) < 0, "progress failed");
+        (void)FAIL_IF(TC_LOOP_CALL(cucopy_iface_progress(iface)) < 0, "progress failed");
     flight_check_sick(&f0, "device 0 (sick)");
     if (healthy1) {
         flight_check(&f1, CUCOPY_OK, "device 1");
@@ -365,19 +347,19 @@ static void round_sick(int use_arm)
     struct tc_comp c;
     tc_comp_init(&c, 1);
     cucopy_iov_t iov = {ptr(&host_a, 0), len};
-    check_sick(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&s0, 0), &c.comp)),
+    check_sick(TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&s0, 0), &c.comp)),
                "put_zcopy", "put_zcopy host -> device 0");
     iov.buffer = ptr(&host_b, 0);
-    check_sick(MT_CALL(cucopy_ep_get_zcopy(ep, &iov, 1, tc_buf_addr(&s0, 0), &c.comp)),
+    check_sick(TC_CALL(cucopy_ep_get_zcopy(ep, &iov, 1, tc_buf_addr(&s0, 0), &c.comp)),
                "get_zcopy", "get_zcopy device 0 -> host");
     iov.buffer = ptr(&s0, 0);
-    check_sick(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&t0, 0), &c.comp)),
+    check_sick(TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&t0, 0), &c.comp)),
                "put_zcopy", "put_zcopy device 0 -> device 0");
-    check_sick(MT_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&x1, 0), &c.comp)),
+    check_sick(TC_CALL(cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&x1, 0), &c.comp)),
                "put_zcopy", "put_zcopy device 0 -> device 1");
-    check_sick(MT_CALL(cucopy_ep_put_short(ep, ptr(&host_a, 0), len, tc_buf_addr(&s0, 0))),
+    check_sick(TC_CALL(cucopy_ep_put_short(ep, ptr(&host_a, 0), len, tc_buf_addr(&s0, 0))),
                "put_short", "put_short host -> device 0");
-    check_sick(MT_CALL(cucopy_ep_get_short(ep, ptr(&host_b, 0), len, tc_buf_addr(&s0, 0))),
+    check_sick(TC_CALL(cucopy_ep_get_short(ep, ptr(&host_b, 0), len, tc_buf_addr(&s0, 0))),
                "get_short", "get_short device 0 -> host");
     CHECKF(c.fired == 0 && c.comp.count == 1 && c.comp.status == CUCOPY_OK,
            "a failed operation touched its completion (fired %d, count %d, status %s)", c.fired,
@@ -386,7 +368,7 @@ static void round_sick(int use_arm)
      * healthy first piece is not left running. */
     cucopy_iov_t mix[2] = {{ptr(&host_a, 0), len}, {ptr(&s0, 0), len}};
     tc_comp_init(&c, 1);
-    int s = MT_CALL(cucopy_ep_put_zcopy(ep, mix, 2, tc_buf_addr(&x1, 0), &c.comp));
+    int s = TC_CALL(cucopy_ep_put_zcopy(ep, mix, 2, tc_buf_addr(&x1, 0), &c.comp));
     check_sick(s, "put_zcopy", "2-piece put_zcopy host + device 0 -> device 1");
     CHECK(c.fired == 0 && c.comp.count == 1);
     tc_case_end();
@@ -394,49 +376,49 @@ static void round_sick(int use_arm)
     /* Progress, flush and arm still work; device 1 and host copies too. */
     if (!healthy1)
         goto close;
-    CHECK(MT_CALL(cucopy_iface_progress(iface)) >= 0);
-    CHECK_STATUS(MT_CALL(cucopy_iface_flush(iface, 0, NULL)), CUCOPY_OK);
-    CHECK_STATUS(MT_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
-    mt_copy_all_ways(iface, ep, &host_a, &host_b, len, "after: host -> host");
-    mt_copy_all_ways(iface, ep, &host_a, &s1, len, "after: host -> device 1");
-    mt_copy_all_ways(iface, ep, &s1, &host_b, len, "after: device 1 -> host");
-    mt_copy_all_ways(iface, ep, &s1, &x1, len, "after: device 1 -> device 1");
+    CHECK(TC_CALL(cucopy_iface_progress(iface)) >= 0);
+    CHECK_STATUS(TC_CALL(cucopy_iface_flush(iface, 0, NULL)), CUCOPY_OK);
+    CHECK_STATUS(TC_CALL(cucopy_iface_event_arm(iface, CUCOPY_EVENT_SEND_COMP)), CUCOPY_OK);
+    tc_copy_all_ways(iface, ep, &host_a, &host_b, len, "after: host -> host");
+    tc_copy_all_ways(iface, ep, &host_a, &s1, len, "after: host -> device 1");
+    tc_copy_all_ways(iface, ep, &s1, &host_b, len, "after: device 1 -> host");
+    tc_copy_all_ways(iface, ep, &s1, &x1, len, "after: device 1 -> device 1");
 
     /* Device 1 in flight again, completing normally next to the sick one. */
     struct flight f2;
     issue_flight(ep, &s1, &t1, &f2, 3);
     tc_comp_init(&fc, 1);
-    fs = MT_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
+    fs = TC_CALL(cucopy_iface_flush(iface, 0, &fc.comp));
     deadline = tc_now() + TIMEOUT_S;
     while ((flight_pending(&f2) > 0 || (fs == CUCOPY_INPROGRESS && fc.fired == 0)) &&
            tc_now() < deadline)
-        LOOP_CALL(cucopy_iface_progress(iface));
+        TC_LOOP_CALL(cucopy_iface_progress(iface));
     flight_check(&f2, CUCOPY_OK, "device 1 after the error");
     check_data(&t1, 3, "device 1 after the error");
     if (fs == CUCOPY_INPROGRESS)
         CHECKF(fc.fired == 1, "flush after the error fired %d time(s)", fc.fired);
     int fl;
     deadline = tc_now() + TIMEOUT_S;
-    while ((fl = LOOP_CALL(cucopy_iface_flush(iface, 0, NULL))) == CUCOPY_INPROGRESS &&
+    while ((fl = TC_LOOP_CALL(cucopy_iface_flush(iface, 0, NULL))) == CUCOPY_INPROGRESS &&
            tc_now() < deadline)
-        LOOP_CALL(cucopy_iface_progress(iface));
+        TC_LOOP_CALL(cucopy_iface_progress(iface));
     CHECK_STATUS(fl, CUCOPY_OK);
 
 close:
     /* Close: returns, every stream and event is released. */
-    CHECK_STATUS(MT_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
-    int cs = MT_CALL(cucopy_iface_close(iface));
+    CHECK_STATUS(TC_CALL(cucopy_ep_destroy(ep)), CUCOPY_OK);
+    int cs = TC_CALL(cucopy_iface_close(iface));
     printf("test_sick_context: %s: iface_close with a sick context: %s%s%s\n", phase,
            tc_status_name(cs), cs < 0 ? ": " : "", cs < 0 ? cucopy_last_error() : "");
     /* The driver refuses to destroy a sick context's streams and events; the
      * program's reset frees them: close must not get stuck on them. */
     CHECKF(cs == CUCOPY_OK, "iface_close returned %s: %s", tc_status_name(cs),
            cucopy_last_error());
-    CHECK_STATUS(MT_CALL(cucopy_iface_progress(iface)), CUCOPY_ERR_INVALID_HANDLE);
+    CHECK_STATUS(TC_CALL(cucopy_iface_progress(iface)), CUCOPY_ERR_INVALID_HANDLE);
     if (td.is_fake)
-        CHECKF(fake_live_streams(NULL) == 0 && fake_live_events(NULL) == 0,
+        CHECKF(tc_fake.live_streams(NULL) == 0 && tc_fake.live_events(NULL) == 0,
                "%s: %d stream(s), %d event(s) alive after iface_close", phase,
-               fake_live_streams(NULL), fake_live_events(NULL));
+               tc_fake.live_streams(NULL), tc_fake.live_events(NULL));
 
     /* Everything released, the program recovers device 0 the CUDA way: a
      * reset of the primary context ends the sticky error (and frees s0, t0).
@@ -446,12 +428,13 @@ close:
         tc_buf_free(&t1);
         tc_buf_free(&x1);
     } else {
-        mt_prim_reset(1); /* the driver's error reached device 1's context too; frees s1, t1, x1 */
+        /* The driver's error reached device 1's context too; frees s1, t1, x1. */
+        tc_primary_reset(1);
     }
-    mt_prim_release(1);
-    mt_prim_reset(0);
-    mt_prim_release(0);
-    CHECKF(violations() == v0, "%s: %ld driver misuse(s)", phase, violations() - v0);
+    tc_primary_release(1);
+    tc_primary_reset(0);
+    tc_primary_release(0);
+    CHECKF(tc_violations() == v0, "%s: %ld driver misuse(s)", phase, tc_violations() - v0);
 }
 
 /* One round in this process (a child): on a real driver the sticky error
@@ -459,14 +442,9 @@ close:
  * CUDA docs say to restart the process), so every round runs in its own. */
 static int child_round(int use_arm)
 {
-    mt_init_fake();
-    if (td.is_fake) {
-        fake_set_delay_us = (void (*)(unsigned))testdrv_fake_sym("fakecuda_set_delay_us");
-        fake_live_streams = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_streams");
-        fake_live_events = (int (*)(cdContext))testdrv_fake_sym("fakecuda_live_events");
-        REQUIRE(fake_set_delay_us != NULL && fake_live_streams != NULL &&
-                fake_live_events != NULL && mt_fake.violations != NULL);
-    }
+    if (td.is_fake)
+        REQUIRE(tc_fake.set_delay_us != NULL && tc_fake.live_streams != NULL &&
+                tc_fake.live_events != NULL && tc_fake.violations != NULL);
     const char *delay = getenv("FAKECUDA_DELAY_US");
     base_delay_us = delay != NULL ? (unsigned)strtoul(delay, NULL, 10) : 0;
     len = 4096;
@@ -477,10 +455,10 @@ static int child_round(int use_arm)
     printf("test_sick_context: round %s: %d device(s), %s driver %d\n",
            use_arm ? "event-fd protocol" : "progress", td.device_count,
            td.is_fake ? "fake" : "real", td.driver_version);
-    long v0 = violations();
+    long v0 = tc_violations();
     round_sick(use_arm);
-    CHECK_STATUS(MT_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
-    CHECKF(violations() == v0, "%ld driver misuse(s) in the round", violations() - v0);
+    CHECK_STATUS(TC_CALL(cucopy_context_destroy(cctx)), CUCOPY_OK);
+    CHECKF(tc_violations() == v0, "%ld driver misuse(s) in the round", tc_violations() - v0);
     tc_buf_free(&host_a);
     tc_buf_free(&host_b);
     return tc_finish();

@@ -25,7 +25,7 @@
  * completions" (C: operation and flush completions that fired).
  */
 #define _GNU_SOURCE
-#include "memtest.h"
+#include "calls.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -347,13 +347,7 @@ static void verify(void)
 
 int main(void)
 {
-    tc_init("test_threads");
-    ndev = td.device_count;
-    if (ndev < 1)
-        tc_skip("test_threads: no CUDA device");
-    if (ndev > MAX_DEV)
-        ndev = MAX_DEV;
-    mt_init_fake();
+    ndev = tc_begin("test_threads", MAX_DEV);
     const char *e = getenv("TEST_THREADS_OPS");
     nper = e != NULL ? atoi(e) : 2000;
     e = getenv("TEST_THREADS_THREADS");
@@ -393,7 +387,7 @@ int main(void)
     CHECK(a.thread_mode == CUCOPY_THREAD_MODE_MULTI);
     printf("test_threads: %s driver, %d worker(s) x %d device(s) x %d op(s), %zu-byte regions\n",
            td.is_fake ? "fake" : "real", nthreads, ndev, nper, stride);
-    long v0 = mt_fake.violations != NULL ? mt_fake.violations() : 0;
+    long v0 = tc_fake.violations != NULL ? tc_fake.violations() : 0;
 
     double t0 = tc_now();
     deadline = t0 + TIMEOUT_S;
@@ -410,7 +404,7 @@ int main(void)
     struct relstats rs;
     memset(&rs, 0, sizeof(rs));
     for (int d = 0; d < ndev; d++) /* the key release_context takes (see test_faults) */
-        rs.key[d] = (a.cap_flags & CUCOPY_IFACE_CAP_CONTEXT_ID) ? mt_ctx_id(tc_primary(d))
+        rs.key[d] = (a.cap_flags & CUCOPY_IFACE_CAP_CONTEXT_ID) ? tc_ctx_id(tc_primary(d))
                                                                 : (uint64_t)(uintptr_t)tc_primary(d);
     pthread_t evt, flt, rlt;
     REQUIRE(pthread_create(&evt, NULL, event_main, &es) == 0);
@@ -487,8 +481,8 @@ int main(void)
 
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
     CHECK_STATUS(cucopy_context_destroy(cctx), CUCOPY_OK);
-    if (mt_fake.violations != NULL)
-        CHECKF(mt_fake.violations() == v0, "%ld driver misuse(s)", mt_fake.violations() - v0);
+    if (tc_fake.violations != NULL)
+        CHECKF(tc_fake.violations() == v0, "%ld driver misuse(s)", tc_fake.violations() - v0);
     printf("test_threads: %d threads, %d devices, %zu operations verified, %ld completions\n",
            nthreads, ndev, total, (long)(atomic_load(&op_completions) +
                                          atomic_load(&flush_completions)));

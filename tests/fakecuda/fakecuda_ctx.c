@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Contexts: primary contexts with retain counts and reset, created contexts,
- * the thread-local current-context stack, context ids and peer access.
+ * the thread-local current-context stack, context ids, peer access and
+ * sticky errors.
  *
  * A context object is never freed. A primary context keeps its handle across
  * incarnations (as on the real driver) but gets a new id each time it is
@@ -11,10 +12,10 @@
  */
 #include "fakecuda_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 struct fk_table fk_ctx_table = {.obj_size = sizeof(struct fk_ctx)};
+atomic_long fk_ctx_creation_count;
 
 static unsigned long long fk_next_ctx_id = 1; /* under fk_lock */
 static struct fk_ctx *fk_primary[FK_MAX_DEVICES];
@@ -95,6 +96,20 @@ cdResult fk_ctx_require_current(struct fk_ctx **out, const char *api, int poison
     if (poison_applies && poison != 0)
         return (cdResult)poison;
     *out = c;
+    return CD_SUCCESS;
+}
+
+cdResult fk_ctx_owned_check(const char *api, const char *kind, const void *h,
+                            const char *ended_by, const struct fk_ctx *c,
+                            unsigned long long ctx_id)
+{
+    if (ended_by != NULL)
+        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %s %p used after %s", api, kind, h,
+                            ended_by);
+    if (!fk_ctx_alive(c, ctx_id))
+        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
+                            "%s: %s %p belongs to a dead context (device %d, id %llu)", api, kind,
+                            h, c->device, ctx_id);
     return CD_SUCCESS;
 }
 
@@ -222,7 +237,7 @@ cdResult cuCtxCreate_v2(cdContext *ctx, unsigned int flags, cdDevice dev)
     FK_ENTER(cuCtxCreate);
     if (ctx == NULL || (flags & ~0xffu) != 0)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     if (fk_depth == FK_MAX_STACK)
         return fk_violation(CD_ERROR_INVALID_VALUE, "cuCtxCreate: context stack deeper than %d",
@@ -271,7 +286,7 @@ cdResult cuDevicePrimaryCtxRetain(cdContext *ctx, cdDevice dev)
     FK_ENTER(cuDevicePrimaryCtxRetain);
     if (ctx == NULL)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&fk_lock);
     struct fk_ctx *c = fk_primary[dev];
@@ -286,7 +301,7 @@ cdResult cuDevicePrimaryCtxRetain(cdContext *ctx, cdDevice dev)
 cdResult cuDevicePrimaryCtxRelease_v2(cdDevice dev)
 {
     FK_ENTER(cuDevicePrimaryCtxRelease);
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     struct fk_stream **stopped = NULL;
     int nstopped = 0;
@@ -306,7 +321,7 @@ cdResult cuDevicePrimaryCtxRelease_v2(cdDevice dev)
 cdResult cuDevicePrimaryCtxReset_v2(cdDevice dev)
 {
     FK_ENTER(cuDevicePrimaryCtxReset);
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     struct fk_stream **stopped = NULL;
     int nstopped = 0;
@@ -329,7 +344,7 @@ cdResult cuDevicePrimaryCtxGetState(cdDevice dev, unsigned int *flags, int *acti
     FK_ENTER(cuDevicePrimaryCtxGetState);
     if (flags == NULL || active == NULL)
         return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
+    if (!fk_device_valid(dev))
         return CD_ERROR_INVALID_DEVICE;
     *flags = CD_CTX_SCHED_AUTO;
     *active = atomic_load(&fk_primary[dev]->live_id) != 0;
@@ -379,12 +394,4 @@ int fk_ctx_set_poison(struct fk_ctx *c, unsigned long long id, int code)
         atomic_store(&c->poison, code);
     pthread_mutex_unlock(&fk_lock);
     return alive;
-}
-
-FK_EXPORT void fakecuda_poison_context(cdContext ctx, int code)
-{
-    struct fk_ctx *c = fk_ctx_find(ctx);
-    if (c == NULL || !fk_ctx_set_poison(c, atomic_load(&c->live_id), code))
-        fprintf(stderr, "fakecuda: fakecuda_poison_context: %p is not a live context; ignored\n",
-                (void *)ctx);
 }

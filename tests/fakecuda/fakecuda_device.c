@@ -10,7 +10,7 @@
 #define FK_TOTAL_MEM ((size_t)80 << 30)
 #define FK_PCI_BUS_FIRST 0x19
 
-static int fk_device_valid(cdDevice dev)
+int fk_device_valid(int dev)
 {
     return dev >= 0 && dev < fk_cfg.devices;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Memory: device, managed, pinned and registered host memory, pool memory,
- * the allocation table behind cuPointerGetAttributes, and the address
- * translation the copy engine uses. VMM and pools: fakecuda_vmm.c.
+ * Memory: the reserved address ranges, the allocation table behind
+ * cuPointerGetAttributes and the copy engine, device, managed, pinned and
+ * registered host memory, and managed-memory advice. The table also holds
+ * pool memory (fakecuda_pool.c) and VMM mappings (fakecuda_vmm.c).
  *
  * Device memory is not CPU-accessible at its device address, as on a GPU: a
  * memfd is mapped PROT_NONE at the device address and read/write at a private
@@ -31,10 +32,17 @@
 #define FK_DEV_SPAN_MAX ((size_t)64 << 30)
 #define FK_HOST_SPAN_MAX ((size_t)16 << 30)
 #define FK_SPAN_MIN ((size_t)256 << 20)
-/* Fresh device memory holds garbage on a GPU; the fake writes a pattern
- * into allocations up to this size so code that expects zeros fails here. */
+/* fk_fill_garbage() writes at most this much. */
 #define FK_GARBAGE_LIMIT ((size_t)64 << 20)
 #define FK_GARBAGE_BYTE 0xcd
+
+/* Reserved address ranges handed out by a bump pointer, never reused. */
+struct fk_va {
+    const char *what;
+    uintptr_t base;
+    size_t span;
+    size_t next;
+};
 
 pthread_rwlock_t fk_mem_lock = PTHREAD_RWLOCK_INITIALIZER;
 /* Sorted by base; ranges never overlap. */
@@ -44,7 +52,7 @@ static size_t fk_allocs_cap;
 
 static struct fk_va fk_dev_va[FK_MAX_DEVICES];
 static struct fk_va fk_host_va = {.what = "managed or pinned host memory"};
-struct fk_va fk_vmm_va = {.what = "virtual memory (cuMemAddressReserve) space"};
+static struct fk_va fk_vmm_va = {.what = "virtual memory (cuMemAddressReserve) space"};
 static const char *const fk_dev_va_names[FK_MAX_DEVICES] = {
     "device memory of device 0",  "device memory of device 1",  "device memory of device 2",
     "device memory of device 3",  "device memory of device 4",  "device memory of device 5",
@@ -54,7 +62,7 @@ static const char *const fk_dev_va_names[FK_MAX_DEVICES] = {
     "device memory of device 15",
 };
 
-size_t fk_page_round(size_t bytes)
+static size_t fk_page_round(size_t bytes)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (bytes + page - 1) / page * page;
@@ -62,7 +70,7 @@ size_t fk_page_round(size_t bytes)
 
 /* ---- reserved address ranges ------------------------------------------------------ */
 
-int fk_va_holds(const struct fk_va *v, uintptr_t addr)
+static int fk_va_holds(const struct fk_va *v, uintptr_t addr)
 {
     return v->base != 0 && addr - v->base < v->span;
 }
@@ -72,7 +80,8 @@ static int fk_va_overlaps(const struct fk_va *v, uintptr_t base, size_t size)
     return v->base != 0 && base < v->base + v->span && v->base < base + size;
 }
 
-cdResult fk_va_carve_locked(struct fk_va *v, size_t bytes, size_t align, uintptr_t *out)
+/* Carves @p bytes aligned to @p align (a power of two) with a guard page after. */
+static cdResult fk_va_carve_locked(struct fk_va *v, size_t bytes, size_t align, uintptr_t *out)
 {
     size_t guard = fk_page_round(1);
     size_t max = v == &fk_host_va || v == &fk_vmm_va ? FK_HOST_SPAN_MAX : FK_DEV_SPAN_MAX;
@@ -98,17 +107,21 @@ cdResult fk_va_carve_locked(struct fk_va *v, size_t bytes, size_t align, uintptr
     return CD_SUCCESS;
 }
 
-/* The reserved range holding @p addr, or NULL. */
-static const struct fk_va *fk_va_of_addr(uintptr_t addr)
+cdResult fk_vmm_va_carve_locked(size_t bytes, size_t align, uintptr_t *out)
+{
+    return fk_va_carve_locked(&fk_vmm_va, bytes, align, out);
+}
+
+const char *fk_va_what_locked(uintptr_t addr)
 {
     for (int dev = 0; dev < fk_cfg.devices; dev++) {
         if (fk_va_holds(&fk_dev_va[dev], addr))
-            return &fk_dev_va[dev];
+            return fk_dev_va[dev].what;
     }
     if (fk_va_holds(&fk_host_va, addr))
-        return &fk_host_va;
+        return fk_host_va.what;
     if (fk_va_holds(&fk_vmm_va, addr))
-        return &fk_vmm_va;
+        return fk_vmm_va.what;
     return NULL;
 }
 
@@ -121,11 +134,15 @@ static int fk_va_touched(uintptr_t base, size_t size)
     return fk_va_overlaps(&fk_host_va, base, size) || fk_va_overlaps(&fk_vmm_va, base, size);
 }
 
-/* Back to a reserved hole: the address stays unusable for good. */
-static void fk_unmap_to_hole(uintptr_t base, size_t size)
+void fk_unmap_to_hole(uintptr_t base, size_t size)
 {
     mmap((void *)base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
          -1, 0);
+}
+
+void fk_fill_garbage(char *cpu, size_t size)
+{
+    memset(cpu, FK_GARBAGE_BYTE, size < FK_GARBAGE_LIMIT ? size : FK_GARBAGE_LIMIT);
 }
 
 /* ---- the table ------------------------------------------------------------------------ */
@@ -278,7 +295,7 @@ void fk_alloc_unref(struct fk_alloc *a)
 
 /* Maps device memory for @p a at the next free address of its device's
  * range. Under the write lock. */
-cdResult fk_mem_map_device_locked(struct fk_alloc *a)
+static cdResult fk_map_device_locked(struct fk_alloc *a)
 {
     int dev = a->device;
     struct fk_va *v = &fk_dev_va[dev];
@@ -308,7 +325,7 @@ cdResult fk_mem_map_device_locked(struct fk_alloc *a)
     }
     a->base = base;
     a->cpu = alias;
-    memset(a->cpu, FK_GARBAGE_BYTE, a->size < FK_GARBAGE_LIMIT ? a->size : FK_GARBAGE_LIMIT);
+    fk_fill_garbage(a->cpu, a->size);
     return CD_SUCCESS;
 }
 
@@ -329,6 +346,21 @@ static cdResult fk_map_host_locked(struct fk_alloc *a)
     return CD_SUCCESS;
 }
 
+cdResult fk_mem_add(struct fk_alloc *a)
+{
+    pthread_rwlock_wrlock(&fk_mem_lock);
+    cdResult rc = a->kind == FK_MEM_DEVICE || a->kind == FK_MEM_POOL ? fk_map_device_locked(a)
+                                                                     : fk_map_host_locked(a);
+    if (rc == CD_SUCCESS && fk_mem_insert_locked(a) != 0) {
+        fk_alloc_unref(a); /* cannot overlap: fresh mappings; only realloc failed */
+        rc = CD_ERROR_OUT_OF_MEMORY;
+    } else if (rc != CD_SUCCESS) {
+        free(a);
+    }
+    pthread_rwlock_unlock(&fk_mem_lock);
+    return rc;
+}
+
 /* Allocates @p bytes of @p kind in the current context and enters it in the
  * table. */
 static cdResult fk_allocate(enum fk_mem_kind kind, size_t bytes, const char *api,
@@ -343,23 +375,11 @@ static cdResult fk_allocate(enum fk_mem_kind kind, size_t bytes, const char *api
     struct fk_alloc *a = fk_alloc_new(kind, c, c->device, bytes);
     if (a == NULL)
         return CD_ERROR_OUT_OF_MEMORY;
-    pthread_rwlock_wrlock(&fk_mem_lock);
-    rc = kind == FK_MEM_DEVICE ? fk_mem_map_device_locked(a) : fk_map_host_locked(a);
-    if (rc == CD_SUCCESS && fk_mem_insert_locked(a) != 0) {
-        fk_alloc_unref(a); /* cannot overlap: fresh mappings; only realloc failed */
-        a = NULL;
-        rc = CD_ERROR_OUT_OF_MEMORY;
-    } else if (rc != CD_SUCCESS) {
-        free(a);
-        a = NULL;
-    }
-    pthread_rwlock_unlock(&fk_mem_lock);
-    *out = a;
+    rc = fk_mem_add(a);
+    *out = rc == CD_SUCCESS ? a : NULL;
     return rc;
 }
 
-/* Removes the entry starting exactly at @p base whose kind is one of
- * @p kinds (a bit mask); returns it, or NULL. */
 struct fk_alloc *fk_mem_take(uintptr_t base, unsigned kinds)
 {
     struct fk_alloc *a = NULL;
@@ -502,7 +522,7 @@ cdResult cuMemAdvise_v2(cdDevicePtr ptr, size_t count, unsigned int advice,
     }
     int where;
     if (location.type == CD_MEM_LOCATION_TYPE_DEVICE) {
-        if (location.id < 0 || location.id >= fk_cfg.devices)
+        if (!fk_device_valid(location.id))
             return CD_ERROR_INVALID_DEVICE;
         where = location.id;
     } else if (location.type == CD_MEM_LOCATION_TYPE_HOST) {
@@ -632,72 +652,9 @@ cdResult cuPointerGetAttributes(unsigned int count, unsigned int *attributes, vo
     return CD_SUCCESS;
 }
 
-/* ---- the copy engine's view ---------------------------------------------------------- */
-
-/* A copy issued by a context of @p device may touch VMM memory only with the
- * access cuMemSetAccess gave that device; the real GPU faults otherwise. */
-static cdResult fk_check_vmm_access_locked(const struct fk_alloc *a, cdDevicePtr addr,
-                                           int device, int write, const char *api)
-{
-    unsigned flags = device >= 0 && device < FK_MAX_DEVICES ? a->access[device] : 0;
-    int ok = write ? flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE
-                   : (flags & CD_MEM_ACCESS_FLAGS_PROT_READ) != 0;
-    if (ok)
-        return CD_SUCCESS;
-    return fk_violation(CD_ERROR_INVALID_VALUE,
-                        "%s: a context of device %d %s VMM memory at %#llx (mapping [%#llx, +%zu)) "
-                        "without %s access (cuMemSetAccess gave it %u)",
-                        api, device, write ? "writes" : "reads", addr,
-                        (unsigned long long)a->base, a->size, write ? "read-write" : "read",
-                        flags);
-}
-
-cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, int device, int write,
-                          struct fk_span *out)
-{
-    if (addr == 0 || addr + bytes < addr)
-        return CD_ERROR_INVALID_VALUE;
-    cdResult rc = CD_SUCCESS;
-    out->cpu = NULL;
-    out->ref = NULL;
-    pthread_rwlock_rdlock(&fk_mem_lock);
-    struct fk_alloc *a = fk_mem_find_locked(addr);
-    const struct fk_va *v = NULL;
-    if (a != NULL && fk_alloc_live(a)) {
-        size_t room = a->size - (size_t)(addr - a->base);
-        if (bytes > room) {
-            rc = fk_violation(CD_ERROR_INVALID_VALUE,
-                              "%s: [%#llx, +%zu) runs past the end of its allocation [%#llx, "
-                              "+%zu) by %zu bytes",
-                              api, addr, bytes, (unsigned long long)a->base, a->size,
-                              bytes - room);
-        } else if (a->kind == FK_MEM_VMM &&
-                   (rc = fk_check_vmm_access_locked(a, addr, device, write, api)) != CD_SUCCESS) {
-            /* reported */
-        } else {
-            atomic_fetch_add(&a->refs, 1);
-            out->cpu = a->cpu + (addr - a->base);
-            out->ref = a;
-        }
-    } else if (a != NULL && a->kind != FK_MEM_HOST_REGISTERED) {
-        rc = fk_violation(CD_ERROR_INVALID_VALUE,
-                          "%s: %#llx belongs to memory whose context (last id %llu) died", api,
-                          addr, a->ctx_id);
-    } else if ((v = fk_va_of_addr(addr)) != NULL) {
-        rc = fk_violation(CD_ERROR_INVALID_VALUE,
-                          "%s: %#llx is in the %s but not allocated or mapped (freed?)", api, addr,
-                          v->what);
-    } else {
-        /* Pageable host memory: nothing cheap can check it. */
-        out->cpu = (char *)(uintptr_t)addr;
-    }
-    pthread_rwlock_unlock(&fk_mem_lock);
-    return rc;
-}
-
 /* ---- accounting ------------------------------------------------------------------------ */
 
-FK_EXPORT long fakecuda_live_allocations(void)
+long fk_mem_count_live(void)
 {
     long n = 0;
     pthread_rwlock_rdlock(&fk_mem_lock);
@@ -710,7 +667,7 @@ FK_EXPORT long fakecuda_live_allocations(void)
     return n;
 }
 
-FK_EXPORT long fakecuda_registered_ranges(void)
+long fk_mem_count_registered(void)
 {
     long n = 0;
     pthread_rwlock_rdlock(&fk_mem_lock);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Modules and functions: just enough to launch the test suite's one kernel.
+ * Modules, functions and kernel launches: just enough to run the test
+ * suite's one kernel.
  *
  * cuModuleLoadData keeps a copy of a PTX text in a module of the current
  * context; cuModuleGetFunction finds a `.entry NAME` in it. Nothing is
@@ -8,7 +9,8 @@
  * taken to store to address 0 (the real kernel of tests/c/test_sick_context.c
  * does), so running it gives its context the sticky error
  * CUDA_ERROR_ILLEGAL_ADDRESS; any other kernel does nothing. cuLaunchKernel
- * itself lives in fakecuda_stream.c, with the other stream work.
+ * checks the launch and queues the kernel on the stream's worker
+ * (fakecuda_stream.c), which applies that fault when it runs it.
  *
  * Module and function objects are never freed, like streams: a handle used
  * after cuModuleUnload, or after its context died, is recognized and
@@ -46,15 +48,11 @@ static cdResult fk_module_check_locked(struct CUmod_st *h, const char *api,
     if (m == NULL)
         return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %p is not a module handle", api,
                             (void *)h);
-    if (m->unloaded)
-        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: module %p used after cuModuleUnload",
-                            api, (void *)h);
-    if (!fk_ctx_alive(m->ctx, m->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: module %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, m->ctx->device, m->ctx_id);
-    *out = m;
-    return CD_SUCCESS;
+    cdResult rc = fk_ctx_owned_check(api, "module", h, m->unloaded ? "cuModuleUnload" : NULL,
+                                     m->ctx, m->ctx_id);
+    if (rc == CD_SUCCESS)
+        *out = m;
+    return rc;
 }
 
 static int fk_ident_char(char ch)
@@ -168,8 +166,11 @@ cdResult cuModuleUnload(struct CUmod_st *module)
     return rc;
 }
 
-cdResult fk_function_check_locked(struct CUfunc_st *h, const char *api, struct fk_ctx **ctx,
-                                  unsigned long long *ctx_id, int *faults)
+/* Under fk_lock: the function @p h of a loaded module whose context is
+ * alive; its context incarnation and whether the kernel faults when it runs. */
+static cdResult fk_function_check_locked(struct CUfunc_st *h, const char *api,
+                                         struct fk_ctx **ctx, unsigned long long *ctx_id,
+                                         int *faults)
 {
     struct fk_func *f = fk_table_find(&fk_func_table, h);
     if (f == NULL)
@@ -180,12 +181,53 @@ cdResult fk_function_check_locked(struct CUfunc_st *h, const char *api, struct f
         return fk_violation(CD_ERROR_INVALID_HANDLE,
                             "%s: function %p of module %p used after cuModuleUnload", api,
                             (void *)h, (void *)m->handle);
-    if (!fk_ctx_alive(m->ctx, m->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: function %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, m->ctx->device, m->ctx_id);
+    cdResult rc = fk_ctx_owned_check(api, "function", h, NULL, m->ctx, m->ctx_id);
+    if (rc != CD_SUCCESS)
+        return rc;
     *ctx = m->ctx;
     *ctx_id = m->ctx_id;
     *faults = f->faults;
     return CD_SUCCESS;
+}
+
+/* ---- launches ------------------------------------------------------------------ */
+
+cdResult cuLaunchKernel(struct CUfunc_st *f, unsigned int grid_x, unsigned int grid_y,
+                        unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                        unsigned int block_z, unsigned int shared_bytes, cdStream stream,
+                        void **params, void **extra)
+{
+    FK_ENTER(cuLaunchKernel);
+    (void)params; /* the fake's kernels are not executed */
+    (void)extra;
+    if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
+        block_z == 0 || (unsigned long long)block_x * block_y * block_z > 1024 ||
+        shared_bytes > 48 * 1024)
+        return CD_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fk_lock);
+    struct fk_ctx *fc = NULL;
+    unsigned long long fc_id = 0;
+    int faults = 0;
+    struct fk_stream *s = NULL;
+    struct fk_ctx *sc = NULL;
+    unsigned long long sc_id = 0;
+    struct fk_op *op = NULL;
+    cdResult rc = fk_function_check_locked(f, "cuLaunchKernel", &fc, &fc_id, &faults);
+    if (rc == CD_SUCCESS)
+        rc = fk_stream_for_work_locked(stream, "cuLaunchKernel", &s);
+    if (rc == CD_SUCCESS)
+        sc = fk_stream_owner(s, &sc_id);
+    if (rc == CD_SUCCESS && (sc != fc || sc_id != fc_id))
+        rc = fk_violation(CD_ERROR_INVALID_HANDLE,
+                          "cuLaunchKernel: function %p of context id %llu (device %d) launched on "
+                          "a stream of context id %llu (device %d)",
+                          (void *)f, fc_id, fc->device, sc_id, sc->device);
+    if (rc == CD_SUCCESS && (op = fk_op_new(FK_OP_KERNEL)) == NULL)
+        rc = CD_ERROR_OUT_OF_MEMORY;
+    if (rc == CD_SUCCESS) {
+        op->value = faults;
+        fk_enqueue_locked(s, op);
+    }
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
 }

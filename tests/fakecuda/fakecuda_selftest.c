@@ -273,14 +273,26 @@ static void test_contexts(cdContext *ctx0, cdContext *ctx1)
     OK(drv.cuCtxPopCurrent(NULL));
 }
 
-static void attrs_of(cdDevicePtr p, cdContext *ctx, unsigned *type, unsigned *managed, int *ordinal,
-                     cdDevicePtr *start, size_t *size)
+/* Six pointer attributes of @p p; each field starts as a value the fake
+ * never answers (type 0 aside), so one it fails to write shows. */
+struct ptr_attrs {
+    cdContext ctx;
+    unsigned type;
+    unsigned managed;
+    int ordinal;
+    cdDevicePtr start;
+    size_t size;
+};
+
+static struct ptr_attrs attrs_of(cdDevicePtr p)
 {
+    struct ptr_attrs a = {(cdContext)1, 0, 9, -1, 0, 0};
     unsigned which[] = {CD_POINTER_ATTRIBUTE_CONTEXT,        CD_POINTER_ATTRIBUTE_MEMORY_TYPE,
                         CD_POINTER_ATTRIBUTE_IS_MANAGED,     CD_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                         CD_POINTER_ATTRIBUTE_RANGE_START_ADDR, CD_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[] = {ctx, type, managed, ordinal, start, size};
+    void *data[] = {&a.ctx, &a.type, &a.managed, &a.ordinal, &a.start, &a.size};
     OK(drv.cuPointerGetAttributes(6, which, data, p));
+    return a;
 }
 
 /* Reading @p p on the CPU faults, as device memory does on a GPU machine.
@@ -315,20 +327,14 @@ static void test_memory(cdContext ctx0, cdContext ctx1)
     OK(drv.cuCtxPopCurrent(NULL));
 
     /* Pointer attributes need no current context. */
-    cdContext c = NULL;
-    unsigned type = 0;
-    unsigned managed = 9;
-    int ordinal = -1;
-    cdDevicePtr start = 0;
-    size_t size = 0;
-    attrs_of(d1 + 100, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == ctx1 && type == CD_MEMORYTYPE_DEVICE && managed == 0 && ordinal == 1);
-    CHECK(start == d1 && size == N);
-    attrs_of(d0, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == ctx0 && ordinal == 0);
+    struct ptr_attrs a = attrs_of(d1 + 100);
+    CHECK(a.ctx == ctx1 && a.type == CD_MEMORYTYPE_DEVICE && a.managed == 0 && a.ordinal == 1);
+    CHECK(a.start == d1 && a.size == N);
+    a = attrs_of(d0);
+    CHECK(a.ctx == ctx0 && a.ordinal == 0);
     char stack_buf[8];
-    attrs_of((cdDevicePtr)(uintptr_t)stack_buf, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == 0 && managed == 0 && ordinal == -2);
+    a = attrs_of((cdDevicePtr)(uintptr_t)stack_buf);
+    CHECK(a.ctx == NULL && a.type == 0 && a.managed == 0 && a.ordinal == -2);
 
     CHECK(cpu_read_faults(d0));
     CHECK(cpu_read_faults(d1 + N - 1));
@@ -344,26 +350,25 @@ static void test_memory(cdContext ctx0, cdContext ctx1)
     CHECK_RC(drv.cuMemHostRegister(registered + 4096, 16, 0),
              CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     OK(drv.cuCtxPopCurrent(NULL));
-    attrs_of(m, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == ctx1 && type == CD_MEMORYTYPE_DEVICE && managed == 1 && ordinal == 1);
+    a = attrs_of(m);
+    CHECK(a.ctx == ctx1 && a.type == CD_MEMORYTYPE_DEVICE && a.managed == 1 && a.ordinal == 1);
     *(volatile char *)(uintptr_t)m = 1; /* managed memory is CPU-accessible */
-    attrs_of((cdDevicePtr)(uintptr_t)pinned, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == ctx1 && type == CD_MEMORYTYPE_HOST && managed == 0);
-    attrs_of((cdDevicePtr)(uintptr_t)(registered + 10), &c, &type, &managed, &ordinal, &start,
-             &size);
-    CHECK(c == ctx1 && type == CD_MEMORYTYPE_HOST && start == (uintptr_t)registered);
+    a = attrs_of((cdDevicePtr)(uintptr_t)pinned);
+    CHECK(a.ctx == ctx1 && a.type == CD_MEMORYTYPE_HOST && a.managed == 0);
+    a = attrs_of((cdDevicePtr)(uintptr_t)(registered + 10));
+    CHECK(a.ctx == ctx1 && a.type == CD_MEMORYTYPE_HOST && a.start == (uintptr_t)registered);
     OK(drv.cuMemHostUnregister(registered));
     CHECK_RC(drv.cuMemHostUnregister(registered), CD_ERROR_HOST_MEMORY_NOT_REGISTERED);
-    attrs_of((cdDevicePtr)(uintptr_t)registered, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == 0);
+    a = attrs_of((cdDevicePtr)(uintptr_t)registered);
+    CHECK(a.ctx == NULL && a.type == 0);
     OK(drv.cuMemFreeHost(pinned));
     OK(drv.cuMemFree(m));
 
     /* Freed memory reads as unknown and stays inaccessible. */
     OK(drv.cuMemFree(d0));
     OK(drv.cuMemFree(d1));
-    attrs_of(d1, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == 0 && ordinal == -2);
+    a = attrs_of(d1);
+    CHECK(a.ctx == NULL && a.type == 0 && a.ordinal == -2);
     CHECK_RC(drv.cuMemFree(d1), CD_ERROR_INVALID_VALUE);
     CHECK(cpu_read_faults(d1));
 }
@@ -509,15 +514,9 @@ static void test_vmm(cdContext ctx0, cdContext ctx1)
     CHECK_RC(drv.cuMemMap(va + 2 * MB, 2 * MB, 0, h, 0), CD_ERROR_INVALID_VALUE); /* mapped */
     OK(drv.cuMemMap(va + 4 * MB, 2 * MB, 2 * MB, h, 0)); /* the second half again */
 
-    cdContext c = (cdContext)1;
-    unsigned type = 0;
-    unsigned managed = 9;
-    int ordinal = -1;
-    cdDevicePtr start = 0;
-    size_t size = 0;
-    attrs_of(va + 100, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == CD_MEMORYTYPE_DEVICE && managed == 0 && ordinal == 0);
-    CHECK(start == va && size == 4 * MB);
+    struct ptr_attrs a = attrs_of(va + 100);
+    CHECK(a.ctx == NULL && a.type == CD_MEMORYTYPE_DEVICE && a.managed == 0 && a.ordinal == 0);
+    CHECK(a.start == va && a.size == 4 * MB);
     CHECK(pool_of(va) == NULL);
     CHECK(cpu_read_faults(va));
 
@@ -581,8 +580,8 @@ static void test_vmm(cdContext ctx0, cdContext ctx1)
     VIOLATES(drv.cuMemAddressFree(va, 8 * MB), CD_ERROR_INVALID_VALUE); /* still mapped */
     OK(drv.cuMemUnmap(va, 6 * MB));
     CHECK(fk.live_allocations() == live);
-    attrs_of(va, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == 0 && ordinal == -2);
+    a = attrs_of(va);
+    CHECK(a.ctx == NULL && a.type == 0 && a.ordinal == -2);
     CHECK_RC(drv.cuMemGetAccess(&flags, &dev0, va), CD_ERROR_INVALID_VALUE);
     OK(drv.cuCtxPushCurrent(ctx0));
     VIOLATES(drv.cuMemcpyDtoH(dst, va, 16), CD_ERROR_INVALID_VALUE);
@@ -603,8 +602,9 @@ static void test_vmm(cdContext ctx0, cdContext ctx1)
     OK(drv.cuMemAddressReserve(&va, 2 * MB, 0, 0, 0));
     OK(drv.cuMemMap(va, 2 * MB, 0, h, 0));
     OK(drv.cuMemRelease(h));
-    attrs_of(va, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == CD_MEMORYTYPE_HOST && ordinal == 0); /* as driver 580 answers */
+    a = attrs_of(va);
+    /* As driver 580 answers: */
+    CHECK(a.ctx == NULL && a.type == CD_MEMORYTYPE_HOST && a.ordinal == 0);
     CHECK(cpu_read_faults(va));
     struct cd_mem_access_desc both[2] = {host_rw, {dev1, CD_MEM_ACCESS_FLAGS_PROT_READWRITE}};
     OK(drv.cuMemSetAccess(va, 2 * MB, both, 2));
@@ -661,15 +661,9 @@ static void test_pools(cdContext ctx0, cdContext ctx1)
     OK(drv.cuStreamCreate(&s, 0));
     OK(drv.cuMemAllocAsync(&p, 4096, s));
     CHECK(fk.live_allocations() == live + 1);
-    cdContext c = (cdContext)1;
-    unsigned type = 0;
-    unsigned managed = 9;
-    int ordinal = -1;
-    cdDevicePtr start = 0;
-    size_t size = 0;
-    attrs_of(p + 10, &c, &type, &managed, &ordinal, &start, &size);
-    CHECK(c == NULL && type == CD_MEMORYTYPE_DEVICE && managed == 0 && ordinal == 1);
-    CHECK(start == p && size == 4096);
+    struct ptr_attrs a = attrs_of(p + 10);
+    CHECK(a.ctx == NULL && a.type == CD_MEMORYTYPE_DEVICE && a.managed == 0 && a.ordinal == 1);
+    CHECK(a.start == p && a.size == 4096);
     CHECK(pool_of(p) == p1);
     CHECK(cpu_read_faults(p));
     char src[16] = "pool memory";

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Streams, events and the copy engine.
+ * Streams and events: each stream's worker and queue, stream and event
+ * handles, records, queries and synchronizations, host functions, and the
+ * live counts of the leak accounting. The operations a worker runs are
+ * built by the copy engine (fakecuda_copy.c), kernel launches
+ * (fakecuda_module.c) and the calls here.
  *
  * Every stream (including each context's default stream) has a worker thread
  * that runs its FIFO of operations, so work really completes after the call
@@ -18,29 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-enum fk_op_kind {
-    FK_OP_COPY,
-    FK_OP_MEMSET,
-    FK_OP_RECORD,
-    FK_OP_HOST_FN,
-    FK_OP_KERNEL, /* value: the kernel faults (fakecuda_module.c) */
-};
-
-struct fk_event;
-
-struct fk_op {
-    struct fk_op *next;
-    enum fk_op_kind kind;
-    char *dst;
-    const char *src;
-    size_t bytes;
-    int value;
-    struct fk_alloc *refs[2]; /* keep the memory mapped until the op ran */
-    struct fk_event *event;
-    unsigned long long seq; /* the event's record number */
-    cdHostFn fn;
-    void *user_data;
-};
+atomic_uint fk_delay_us;
+pthread_mutex_t fk_done_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t fk_done_cond = PTHREAD_COND_INITIALIZER;
+_Thread_local int fk_in_host_fn;
 
 struct fk_stream {
     cdStream handle;
@@ -268,7 +253,7 @@ void fk_streams_atexit(void)
 
 /* ---- queueing and waiting -------------------------------------------------------- */
 
-static struct fk_op *fk_op_new(enum fk_op_kind kind)
+struct fk_op *fk_op_new(enum fk_op_kind kind)
 {
     struct fk_op *op = calloc(1, sizeof *op);
     if (op != NULL)
@@ -276,17 +261,17 @@ static struct fk_op *fk_op_new(enum fk_op_kind kind)
     return op;
 }
 
-static void fk_op_discard(struct fk_op *op)
+void fk_op_discard(struct fk_op *op)
 {
     fk_alloc_unref(op->refs[0]);
     fk_alloc_unref(op->refs[1]);
     free(op);
 }
 
-static void fk_enqueue_locked(struct fk_stream *s, struct fk_op *op)
+unsigned long long fk_enqueue_locked(struct fk_stream *s, struct fk_op *op)
 {
     pthread_mutex_lock(&fk_done_lock);
-    s->submitted++;
+    unsigned long long ticket = ++s->submitted;
     if (op->kind == FK_OP_RECORD)
         op->seq = ++op->event->record_seq;
     pthread_mutex_unlock(&fk_done_lock);
@@ -298,6 +283,7 @@ static void fk_enqueue_locked(struct fk_stream *s, struct fk_op *op)
     s->tail = op;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->lock);
+    return ticket;
 }
 
 /* A stream to wait for, and how much of its work. */
@@ -329,6 +315,12 @@ static void fk_waits_wait(const struct fk_wait *w, int n)
     while (!fk_wait_done(w, n))
         pthread_cond_wait(&fk_done_cond, &fk_done_lock);
     pthread_mutex_unlock(&fk_done_lock);
+}
+
+void fk_stream_wait(struct fk_stream *s, unsigned long long ticket)
+{
+    struct fk_wait w = {s, ticket};
+    fk_waits_wait(&w, 1);
 }
 
 static int fk_covers(const struct fk_stream *s, const struct fk_ctx *c, int with_non_blocking)
@@ -365,12 +357,12 @@ static cdResult fk_collect_ctx_locked(struct fk_ctx *c, int with_non_blocking,
 
 /* ---- resolving stream handles ------------------------------------------------------- */
 
-static int fk_is_default_handle(cdStream h)
+int fk_is_default_handle(cdStream h)
 {
     return h == NULL || h == FK_STREAM_LEGACY || h == FK_STREAM_PER_THREAD;
 }
 
-static cdResult fk_default_stream_locked(struct fk_ctx *c, struct fk_stream **out)
+cdResult fk_default_stream_locked(struct fk_ctx *c, struct fk_stream **out)
 {
     if (c->default_stream == NULL) {
         cdResult rc = fk_stream_new_locked(c, 1, 0, &c->default_stream);
@@ -388,20 +380,14 @@ static cdResult fk_stream_check_locked(cdStream h, const char *api, struct fk_st
     if (s == NULL)
         return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %p is not a stream handle", api,
                             (void *)h);
-    if (s->destroyed)
-        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: stream %p used after cuStreamDestroy",
-                            api, (void *)h);
-    if (!fk_ctx_alive(s->ctx, s->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: stream %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, s->ctx->device, s->ctx_id);
-    *out = s;
-    return CD_SUCCESS;
+    cdResult rc = fk_ctx_owned_check(api, "stream", h, s->destroyed ? "cuStreamDestroy" : NULL,
+                                     s->ctx, s->ctx_id);
+    if (rc == CD_SUCCESS)
+        *out = s;
+    return rc;
 }
 
-/* The stream work is queued on. The real driver requires the stream's own
- * context to be current. */
-static cdResult fk_stream_for_work_locked(cdStream h, const char *api, struct fk_stream **out)
+cdResult fk_stream_for_work_locked(cdStream h, const char *api, struct fk_stream **out)
 {
     struct fk_ctx *cur = fk_ctx_current();
     if (fk_is_default_handle(h)) {
@@ -437,6 +423,12 @@ static cdResult fk_stream_for_work_locked(cdStream h, const char *api, struct fk
         return (cdResult)poison;
     *out = s;
     return CD_SUCCESS;
+}
+
+struct fk_ctx *fk_stream_owner(const struct fk_stream *s, unsigned long long *ctx_id)
+{
+    *ctx_id = s->ctx_id;
+    return s->ctx;
 }
 
 cdResult fk_stream_ctx(cdStream stream, const char *api, struct fk_ctx **out)
@@ -571,15 +563,11 @@ static cdResult fk_event_check_locked(cdEvent h, const char *api, struct fk_even
     if (e == NULL)
         return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: %p is not an event handle", api,
                             (void *)h);
-    if (e->destroyed)
-        return fk_violation(CD_ERROR_INVALID_HANDLE, "%s: event %p used after cuEventDestroy",
-                            api, (void *)h);
-    if (!fk_ctx_alive(e->ctx, e->ctx_id))
-        return fk_violation(CD_ERROR_CONTEXT_IS_DESTROYED,
-                            "%s: event %p belongs to a dead context (device %d, id %llu)", api,
-                            (void *)h, e->ctx->device, e->ctx_id);
-    *out = e;
-    return CD_SUCCESS;
+    cdResult rc = fk_ctx_owned_check(api, "event", h, e->destroyed ? "cuEventDestroy" : NULL,
+                                     e->ctx, e->ctx_id);
+    if (rc == CD_SUCCESS)
+        *out = e;
+    return rc;
 }
 
 cdResult cuEventCreate(cdEvent *event, unsigned int flags)
@@ -684,95 +672,7 @@ cdResult cuEventSynchronize(cdEvent event)
     return (cdResult)atomic_load(&e->ctx->poison);
 }
 
-/* ---- copies and host functions ----------------------------------------------------------------- */
-
-/* Builds a copy or memset op (@p src unused for a memset), translating its
- * ranges. Errors leave nothing behind. */
-static cdResult fk_copy_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr src, size_t bytes,
-                           int value, const char *api, const struct fk_stream *on,
-                           struct fk_op **out)
-{
-    struct fk_op *op = fk_op_new(kind);
-    if (op == NULL)
-        return CD_ERROR_OUT_OF_MEMORY;
-    struct fk_span d;
-    struct fk_span s;
-    cdResult rc = fk_mem_translate(dst, bytes, api, on->ctx->device, 1, &d);
-    if (rc == CD_SUCCESS) {
-        op->dst = d.cpu;
-        op->refs[0] = d.ref;
-        op->bytes = bytes;
-        op->value = value;
-    }
-    if (rc == CD_SUCCESS && kind == FK_OP_COPY) {
-        rc = fk_mem_translate(src, bytes, api, on->ctx->device, 0, &s);
-        op->src = s.cpu;
-        op->refs[1] = s.ref;
-    }
-    if (rc != CD_SUCCESS) {
-        fk_op_discard(op);
-        return rc;
-    }
-    *out = op;
-    return CD_SUCCESS;
-}
-
-cdResult cuMemcpyAsync(cdDevicePtr dst, cdDevicePtr src, size_t bytes, cdStream stream)
-{
-    FK_ENTER(cuMemcpyAsync);
-    pthread_mutex_lock(&fk_lock);
-    struct fk_stream *s = NULL;
-    struct fk_op *op = NULL;
-    cdResult rc = fk_stream_for_work_locked(stream, "cuMemcpyAsync", &s);
-    if (rc == CD_SUCCESS && bytes > 0 && src == 0)
-        rc = CD_ERROR_INVALID_VALUE;
-    if (rc == CD_SUCCESS && bytes > 0)
-        rc = fk_copy_op(FK_OP_COPY, dst, src, bytes, 0, "cuMemcpyAsync", s, &op);
-    if (op != NULL)
-        fk_enqueue_locked(s, op);
-    pthread_mutex_unlock(&fk_lock);
-    return rc;
-}
-
-cdResult cuMemcpyBatchAsync_v2(cdDevicePtr *dsts, cdDevicePtr *srcs, size_t *sizes, size_t count,
-                               struct CUmemcpyAttributes_st *attrs, size_t *attr_idxs,
-                               size_t num_attrs, cdStream stream)
-{
-    FK_ENTER(cuMemcpyBatchAsync);
-    /* The driver's checks: arrays present, attribute indices start at 0 and
-     * rise, and never the legacy default stream. */
-    if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL || attrs == NULL ||
-        attr_idxs == NULL || num_attrs == 0 || num_attrs > count || attr_idxs[0] != 0 ||
-        fk_is_default_handle(stream))
-        return CD_ERROR_INVALID_VALUE;
-    for (size_t i = 1; i < num_attrs; i++) {
-        if (attr_idxs[i] <= attr_idxs[i - 1] || attr_idxs[i] >= count)
-            return CD_ERROR_INVALID_VALUE;
-    }
-    struct fk_op **ops = calloc(count, sizeof *ops);
-    if (ops == NULL)
-        return CD_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&fk_lock);
-    struct fk_stream *s = NULL;
-    cdResult rc = fk_stream_for_work_locked(stream, "cuMemcpyBatchAsync", &s);
-    for (size_t i = 0; i < count && rc == CD_SUCCESS; i++) {
-        if (sizes[i] == 0)
-            continue;
-        rc = srcs[i] == 0 ? CD_ERROR_INVALID_VALUE
-                          : fk_copy_op(FK_OP_COPY, dsts[i], srcs[i], sizes[i], 0,
-                                       "cuMemcpyBatchAsync", s, &ops[i]);
-    }
-    /* All or nothing: a bad entry queues none of the batch. */
-    for (size_t i = 0; i < count; i++) {
-        if (ops[i] != NULL && rc == CD_SUCCESS)
-            fk_enqueue_locked(s, ops[i]);
-        else if (ops[i] != NULL)
-            fk_op_discard(ops[i]);
-    }
-    pthread_mutex_unlock(&fk_lock);
-    free(ops);
-    return rc;
-}
+/* ---- host functions -------------------------------------------------------------------------- */
 
 cdResult cuLaunchHostFunc(cdStream stream, cdHostFn fn, void *user_data)
 {
@@ -792,101 +692,6 @@ cdResult cuLaunchHostFunc(cdStream stream, cdHostFn fn, void *user_data)
     }
     pthread_mutex_unlock(&fk_lock);
     return rc;
-}
-
-cdResult cuLaunchKernel(struct CUfunc_st *f, unsigned int grid_x, unsigned int grid_y,
-                        unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                        unsigned int block_z, unsigned int shared_bytes, cdStream stream,
-                        void **params, void **extra)
-{
-    FK_ENTER(cuLaunchKernel);
-    (void)params; /* the fake's kernels are not executed */
-    (void)extra;
-    if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
-        block_z == 0 || (unsigned long long)block_x * block_y * block_z > 1024 ||
-        shared_bytes > 48 * 1024)
-        return CD_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&fk_lock);
-    struct fk_ctx *fc = NULL;
-    unsigned long long fc_id = 0;
-    int faults = 0;
-    struct fk_stream *s = NULL;
-    struct fk_op *op = NULL;
-    cdResult rc = fk_function_check_locked(f, "cuLaunchKernel", &fc, &fc_id, &faults);
-    if (rc == CD_SUCCESS)
-        rc = fk_stream_for_work_locked(stream, "cuLaunchKernel", &s);
-    if (rc == CD_SUCCESS && (s->ctx != fc || s->ctx_id != fc_id))
-        rc = fk_violation(CD_ERROR_INVALID_HANDLE,
-                          "cuLaunchKernel: function %p of context id %llu (device %d) launched on "
-                          "a stream of context id %llu (device %d)",
-                          (void *)f, fc_id, fc->device, s->ctx_id, s->ctx->device);
-    if (rc == CD_SUCCESS && (op = fk_op_new(FK_OP_KERNEL)) == NULL)
-        rc = CD_ERROR_OUT_OF_MEMORY;
-    if (rc == CD_SUCCESS) {
-        op->value = faults;
-        fk_enqueue_locked(s, op);
-    }
-    pthread_mutex_unlock(&fk_lock);
-    return rc;
-}
-
-/* The synchronous copies and memset: queued on the current context's default
- * stream and waited for. */
-static cdResult fk_sync_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr src, size_t bytes,
-                           int value, const char *api)
-{
-    pthread_mutex_lock(&fk_lock);
-    struct fk_ctx *c = NULL;
-    struct fk_stream *s = NULL;
-    struct fk_op *op = NULL;
-    struct fk_wait w = {NULL, 0};
-    cdResult rc = fk_ctx_require_current(&c, api, 1);
-    if (rc == CD_SUCCESS)
-        rc = fk_default_stream_locked(c, &s);
-    if (rc == CD_SUCCESS && bytes > 0)
-        rc = fk_copy_op(kind, dst, src, bytes, value, api, s, &op);
-    if (op != NULL) {
-        fk_enqueue_locked(s, op);
-        w.s = s;
-        pthread_mutex_lock(&fk_done_lock);
-        w.target = s->submitted;
-        pthread_mutex_unlock(&fk_done_lock);
-    }
-    pthread_mutex_unlock(&fk_lock);
-    if (op == NULL)
-        return rc;
-    fk_waits_wait(&w, 1);
-    return (cdResult)atomic_load(&c->poison);
-}
-
-cdResult cuMemcpyHtoD_v2(cdDevicePtr dst, const void *src, size_t bytes)
-{
-    FK_ENTER(cuMemcpyHtoD);
-    if (bytes > 0 && src == NULL)
-        return CD_ERROR_INVALID_VALUE;
-    return fk_sync_op(FK_OP_COPY, dst, (cdDevicePtr)(uintptr_t)src, bytes, 0, "cuMemcpyHtoD");
-}
-
-cdResult cuMemcpyDtoH_v2(void *dst, cdDevicePtr src, size_t bytes)
-{
-    FK_ENTER(cuMemcpyDtoH);
-    if (bytes > 0 && src == 0)
-        return CD_ERROR_INVALID_VALUE;
-    return fk_sync_op(FK_OP_COPY, (cdDevicePtr)(uintptr_t)dst, src, bytes, 0, "cuMemcpyDtoH");
-}
-
-cdResult cuMemcpyDtoD_v2(cdDevicePtr dst, cdDevicePtr src, size_t bytes)
-{
-    FK_ENTER(cuMemcpyDtoD);
-    if (bytes > 0 && src == 0)
-        return CD_ERROR_INVALID_VALUE;
-    return fk_sync_op(FK_OP_COPY, dst, src, bytes, 0, "cuMemcpyDtoD");
-}
-
-cdResult cuMemsetD8_v2(cdDevicePtr dst, unsigned char value, size_t count)
-{
-    FK_ENTER(cuMemsetD8);
-    return fk_sync_op(FK_OP_MEMSET, dst, 0, count, value, "cuMemsetD8");
 }
 
 /* ---- accounting ---------------------------------------------------------------------------------- */

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The virtual memory management API (cuMemCreate, cuMemAddressReserve,
- * cuMemMap, cuMemSetAccess, ...) and stream-ordered pool memory
- * (cuMemAllocAsync from each device's default pool).
+ * cuMemMap, cuMemSetAccess, ...). Stream-ordered pools: fakecuda_pool.c.
  *
  * A VMM allocation is a memfd with a private read/write alias for the copy
  * engine. Reservations are carved from one reserved PROT_NONE range and never
@@ -21,18 +20,13 @@
  */
 #include "fakecuda_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #define FK_GRANULARITY ((size_t)2 << 20)
 #define FK_VMM_MAX ((size_t)4 << 30) /* per cuMemCreate */
-#define FK_POOL_ALLOC_MAX ((size_t)32 << 30)
 #define FK_VMM_HANDLE_BASE 0xfa4e000000000000ULL /* handle = base + index + 1 */
-#define FK_GARBAGE_LIMIT ((size_t)64 << 20)
-#define FK_GARBAGE_BYTE 0xcd
 
 struct fk_vmm {
     cdMemHandle handle;
@@ -97,12 +91,6 @@ long fk_vmm_count_live_locked(void)
     return n;
 }
 
-static void fk_to_hole(uintptr_t base, size_t size)
-{
-    mmap((void *)base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-         -1, 0);
-}
-
 /* Checks an allocation property; *device is the location's device, or
  * CD_DEVICE_INVALID for host memory. */
 static cdResult fk_prop_check(const struct cd_mem_alloc_prop *prop, int *device, int *host)
@@ -111,7 +99,7 @@ static cdResult fk_prop_check(const struct cd_mem_alloc_prop *prop, int *device,
         return CD_ERROR_INVALID_VALUE;
     switch (prop->location.type) {
     case CD_MEM_LOCATION_TYPE_DEVICE:
-        if (prop->location.id < 0 || prop->location.id >= fk_cfg.devices)
+        if (!fk_device_valid(prop->location.id))
             return CD_ERROR_INVALID_DEVICE;
         *device = prop->location.id;
         *host = 0;
@@ -182,7 +170,7 @@ cdResult cuMemCreate(cdMemHandle *handle, size_t size, const struct cd_mem_alloc
         return CD_ERROR_OUT_OF_MEMORY;
     }
     v->cpu = alias;
-    memset(v->cpu, FK_GARBAGE_BYTE, size < FK_GARBAGE_LIMIT ? size : FK_GARBAGE_LIMIT);
+    fk_fill_garbage(v->cpu, size);
     pthread_rwlock_wrlock(&fk_mem_lock);
     if (fk_grow((void **)&fk_vmms, &fk_vmms_cap, fk_nvmms, sizeof *fk_vmms) == 0) {
         fk_vmms[fk_nvmms++] = v;
@@ -272,7 +260,7 @@ cdResult cuMemAddressReserve(cdDevicePtr *ptr, size_t size, size_t alignment, cd
     pthread_rwlock_wrlock(&fk_mem_lock);
     uintptr_t base = 0;
     cdResult rc = fk_grow((void **)&fk_resvs, &fk_resvs_cap, fk_nresvs, sizeof *fk_resvs) == 0
-                      ? fk_va_carve_locked(&fk_vmm_va, size, alignment, &base)
+                      ? fk_vmm_va_carve_locked(size, alignment, &base)
                       : CD_ERROR_OUT_OF_MEMORY;
     if (rc == CD_SUCCESS) {
         fk_resvs[fk_nresvs++] = (struct fk_resv){base, size, 1};
@@ -378,7 +366,7 @@ cdResult cuMemMap(cdDevicePtr ptr, size_t size, size_t offset, cdMemHandle handl
         a->vmm = v;
         atomic_fetch_add(&v->refs, 1);
         if (fk_mem_insert_locked(a) != 0) { /* only a failed realloc */
-            fk_to_hole(ptr, size);
+            fk_unmap_to_hole(ptr, size);
             fk_alloc_unref(a);
             a = NULL;
             rc = CD_ERROR_OUT_OF_MEMORY;
@@ -404,7 +392,7 @@ cdResult cuMemUnmap(cdDevicePtr ptr, size_t size)
         rc = CD_ERROR_OUT_OF_MEMORY;
     for (size_t k = 0; rc == CD_SUCCESS && k < n; k++) {
         gone[k] = fk_mem_remove_at_locked(first);
-        fk_to_hole(gone[k]->base, gone[k]->size);
+        fk_unmap_to_hole(gone[k]->base, gone[k]->size);
     }
     pthread_rwlock_unlock(&fk_mem_lock);
     /* Queued copies keep the memory until they ran. */
@@ -422,7 +410,7 @@ static cdResult fk_access_check(const struct cd_mem_access_desc *d, const struct
         return CD_ERROR_INVALID_VALUE;
     switch (d->location.type) {
     case CD_MEM_LOCATION_TYPE_DEVICE:
-        if (d->location.id < 0 || d->location.id >= fk_cfg.devices)
+        if (!fk_device_valid(d->location.id))
             return CD_ERROR_INVALID_DEVICE;
         /* Without peer access only the memory's own device (or any device,
          * for host memory) can map it. */
@@ -485,8 +473,7 @@ cdResult cuMemGetAccess(unsigned long long *flags, const struct cd_mem_location 
     if (a == NULL || a->kind != FK_MEM_VMM)
         rc = CD_ERROR_INVALID_VALUE;
     else if (location->type == CD_MEM_LOCATION_TYPE_DEVICE)
-        rc = location->id >= 0 && location->id < fk_cfg.devices ? CD_SUCCESS
-                                                                 : CD_ERROR_INVALID_DEVICE;
+        rc = fk_device_valid(location->id) ? CD_SUCCESS : CD_ERROR_INVALID_DEVICE;
     else if (location->type != CD_MEM_LOCATION_TYPE_HOST &&
              location->type != CD_MEM_LOCATION_TYPE_HOST_NUMA)
         rc = CD_ERROR_INVALID_VALUE;
@@ -495,166 +482,4 @@ cdResult cuMemGetAccess(unsigned long long *flags, const struct cd_mem_location 
                                                                : a->host_access;
     pthread_rwlock_unlock(&fk_mem_lock);
     return rc;
-}
-
-/* ---- stream-ordered pools --------------------------------------------------------------- */
-
-struct fk_pool {
-    struct CUmemPoolHandle_st *handle;
-    int device;
-    unsigned char access[FK_MAX_DEVICES]; /* under fk_lock; the owner's is implied */
-};
-
-struct fk_table fk_pool_table = {.obj_size = sizeof(struct fk_pool)};
-static struct fk_pool *fk_default_pool[FK_MAX_DEVICES]; /* under fk_lock */
-
-struct CUmemPoolHandle_st *fk_pool_handle(const struct fk_pool *p)
-{
-    return p->handle;
-}
-
-static cdResult fk_default_pool_locked(int dev, struct fk_pool **out)
-{
-    if (fk_default_pool[dev] == NULL) {
-        const void *handle = NULL;
-        struct fk_pool *p = fk_table_new(&fk_pool_table, &handle);
-        if (p == NULL)
-            return CD_ERROR_OUT_OF_MEMORY;
-        p->handle = (struct CUmemPoolHandle_st *)handle;
-        p->device = dev;
-        fk_default_pool[dev] = p;
-    }
-    *out = fk_default_pool[dev];
-    return CD_SUCCESS;
-}
-
-static cdResult fk_pool_check(struct CUmemPoolHandle_st *h, const char *api, struct fk_pool **out)
-{
-    struct fk_pool *p = fk_table_find(&fk_pool_table, h);
-    if (p == NULL)
-        return fk_violation(CD_ERROR_INVALID_VALUE, "%s: %p is not a memory pool handle", api,
-                            (void *)h);
-    *out = p;
-    return CD_SUCCESS;
-}
-
-cdResult cuDeviceGetDefaultMemPool(struct CUmemPoolHandle_st **pool, cdDevice dev)
-{
-    FK_ENTER(cuDeviceGetDefaultMemPool);
-    if (pool == NULL)
-        return CD_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fk_cfg.devices)
-        return CD_ERROR_INVALID_DEVICE;
-    struct fk_pool *p = NULL;
-    pthread_mutex_lock(&fk_lock);
-    cdResult rc = fk_default_pool_locked(dev, &p);
-    pthread_mutex_unlock(&fk_lock);
-    if (rc == CD_SUCCESS)
-        *pool = p->handle;
-    return rc;
-}
-
-cdResult cuMemPoolSetAccess(struct CUmemPoolHandle_st *pool, const struct cd_mem_access_desc *map,
-                            size_t count)
-{
-    FK_ENTER(cuMemPoolSetAccess);
-    if (map == NULL && count > 0)
-        return CD_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&fk_lock);
-    struct fk_pool *p = NULL;
-    cdResult rc = fk_pool_check(pool, "cuMemPoolSetAccess", &p);
-    for (size_t i = 0; rc == CD_SUCCESS && i < count; i++) {
-        const struct cd_mem_access_desc *d = &map[i];
-        if (d->location.type != CD_MEM_LOCATION_TYPE_DEVICE)
-            rc = CD_ERROR_INVALID_VALUE;
-        else if (d->location.id < 0 || d->location.id >= fk_cfg.devices)
-            rc = CD_ERROR_INVALID_DEVICE;
-        else if (d->flags != CD_MEM_ACCESS_FLAGS_PROT_NONE &&
-                 d->flags != CD_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            rc = CD_ERROR_INVALID_VALUE; /* pools know no read-only access */
-        else if (d->location.id == p->device && d->flags != CD_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            rc = CD_ERROR_INVALID_VALUE; /* the owner keeps its access */
-        else if (fk_cfg.no_peer && d->location.id != p->device &&
-                 d->flags != CD_MEM_ACCESS_FLAGS_PROT_NONE)
-            rc = CD_ERROR_INVALID_DEVICE;
-    }
-    for (size_t i = 0; rc == CD_SUCCESS && i < count; i++)
-        p->access[map[i].location.id] = (unsigned char)map[i].flags;
-    pthread_mutex_unlock(&fk_lock);
-    return rc;
-}
-
-cdResult cuMemPoolGetAccess(unsigned int *flags, struct CUmemPoolHandle_st *pool,
-                            struct cd_mem_location *location)
-{
-    FK_ENTER(cuMemPoolGetAccess);
-    if (flags == NULL || location == NULL)
-        return CD_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&fk_lock);
-    struct fk_pool *p = NULL;
-    cdResult rc = fk_pool_check(pool, "cuMemPoolGetAccess", &p);
-    if (rc == CD_SUCCESS && location->type != CD_MEM_LOCATION_TYPE_DEVICE)
-        rc = CD_ERROR_INVALID_VALUE;
-    else if (rc == CD_SUCCESS && (location->id < 0 || location->id >= fk_cfg.devices))
-        rc = CD_ERROR_INVALID_DEVICE;
-    if (rc == CD_SUCCESS)
-        *flags = location->id == p->device ? CD_MEM_ACCESS_FLAGS_PROT_READWRITE
-                                           : p->access[location->id];
-    pthread_mutex_unlock(&fk_lock);
-    return rc;
-}
-
-/* Allocates from the default pool of the stream's device, usable at once
- * (which stream order allows). */
-cdResult cuMemAllocAsync(cdDevicePtr *ptr, size_t bytes, cdStream stream)
-{
-    FK_ENTER(cuMemAllocAsync);
-    if (ptr == NULL || bytes == 0)
-        return CD_ERROR_INVALID_VALUE;
-    struct fk_ctx *c = NULL;
-    cdResult rc = fk_stream_ctx(stream, "cuMemAllocAsync", &c);
-    if (rc != CD_SUCCESS)
-        return rc;
-    if (bytes > FK_POOL_ALLOC_MAX)
-        return CD_ERROR_OUT_OF_MEMORY;
-    struct fk_pool *p = NULL;
-    pthread_mutex_lock(&fk_lock);
-    rc = fk_default_pool_locked(c->device, &p);
-    pthread_mutex_unlock(&fk_lock);
-    if (rc != CD_SUCCESS)
-        return rc;
-    struct fk_alloc *a = fk_alloc_new(FK_MEM_POOL, NULL, c->device, bytes);
-    if (a == NULL)
-        return CD_ERROR_OUT_OF_MEMORY;
-    a->pool = p;
-    pthread_rwlock_wrlock(&fk_mem_lock);
-    rc = fk_mem_map_device_locked(a);
-    if (rc == CD_SUCCESS && fk_mem_insert_locked(a) != 0) {
-        fk_alloc_unref(a);
-        a = NULL;
-        rc = CD_ERROR_OUT_OF_MEMORY;
-    } else if (rc != CD_SUCCESS) {
-        free(a);
-        a = NULL;
-    }
-    pthread_rwlock_unlock(&fk_mem_lock);
-    if (rc == CD_SUCCESS)
-        *ptr = a->base;
-    return rc;
-}
-
-/* Frees at once; copies queued before it still hold the memory until they
- * ran, which is what stream order gives. */
-cdResult cuMemFreeAsync(cdDevicePtr ptr, cdStream stream)
-{
-    FK_ENTER(cuMemFreeAsync);
-    struct fk_ctx *c = NULL;
-    cdResult rc = fk_stream_ctx(stream, "cuMemFreeAsync", &c);
-    if (rc != CD_SUCCESS)
-        return rc;
-    struct fk_alloc *a = fk_mem_take(ptr, 1u << FK_MEM_POOL);
-    if (a == NULL)
-        return CD_ERROR_INVALID_VALUE;
-    fk_alloc_unref(a);
-    return CD_SUCCESS;
 }

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The copy engine: cuMemcpyAsync, cuMemcpyBatchAsync, the synchronous
+ * cuMemcpyHtoD/DtoH/DtoD and cuMemsetD8. Every range is translated through
+ * the allocation table (fakecuda_mem.c) to the CPU view a stream's worker
+ * copies with, and checked as the GPU would: freed memory, a range past the
+ * end of its allocation, a dead context's memory, or VMM memory the issuing
+ * context's device has no access to is a violation. A queued copy holds
+ * references that keep its memory mapped until it ran.
+ */
+#include "fakecuda_internal.h"
+
+#include <stdlib.h>
+
+/* ---- address translation ----------------------------------------------------------- */
+
+/* A copy issued by a context of @p device may touch VMM memory only with the
+ * access cuMemSetAccess gave that device; the real GPU faults otherwise. */
+static cdResult fk_check_vmm_access_locked(const struct fk_alloc *a, cdDevicePtr addr,
+                                           int device, int write, const char *api)
+{
+    unsigned flags = device >= 0 && device < FK_MAX_DEVICES ? a->access[device] : 0;
+    int ok = write ? flags == CD_MEM_ACCESS_FLAGS_PROT_READWRITE
+                   : (flags & CD_MEM_ACCESS_FLAGS_PROT_READ) != 0;
+    if (ok)
+        return CD_SUCCESS;
+    return fk_violation(CD_ERROR_INVALID_VALUE,
+                        "%s: a context of device %d %s VMM memory at %#llx (mapping [%#llx, +%zu)) "
+                        "without %s access (cuMemSetAccess gave it %u)",
+                        api, device, write ? "writes" : "reads", addr,
+                        (unsigned long long)a->base, a->size, write ? "read-write" : "read",
+                        flags);
+}
+
+/* A range translated for a copy. */
+struct fk_span {
+    char *cpu;
+    struct fk_alloc *ref; /* NULL for pageable host memory */
+};
+
+/* Translates [addr, addr + bytes) for a copy issued by a context of
+ * @p device; @p write: the copy writes the range (VMM access checks). A
+ * translated range holds a reference to its allocation. */
+static cdResult fk_mem_translate(cdDevicePtr addr, size_t bytes, const char *api, int device,
+                                 int write, struct fk_span *out)
+{
+    if (addr == 0 || addr + bytes < addr)
+        return CD_ERROR_INVALID_VALUE;
+    cdResult rc = CD_SUCCESS;
+    out->cpu = NULL;
+    out->ref = NULL;
+    pthread_rwlock_rdlock(&fk_mem_lock);
+    struct fk_alloc *a = fk_mem_find_locked(addr);
+    const char *what = NULL;
+    if (a != NULL && fk_alloc_live(a)) {
+        size_t room = a->size - (size_t)(addr - a->base);
+        if (bytes > room) {
+            rc = fk_violation(CD_ERROR_INVALID_VALUE,
+                              "%s: [%#llx, +%zu) runs past the end of its allocation [%#llx, "
+                              "+%zu) by %zu bytes",
+                              api, addr, bytes, (unsigned long long)a->base, a->size,
+                              bytes - room);
+        } else if (a->kind == FK_MEM_VMM &&
+                   (rc = fk_check_vmm_access_locked(a, addr, device, write, api)) != CD_SUCCESS) {
+            /* reported */
+        } else {
+            atomic_fetch_add(&a->refs, 1);
+            out->cpu = a->cpu + (addr - a->base);
+            out->ref = a;
+        }
+    } else if (a != NULL && a->kind != FK_MEM_HOST_REGISTERED) {
+        rc = fk_violation(CD_ERROR_INVALID_VALUE,
+                          "%s: %#llx belongs to memory whose context (last id %llu) died", api,
+                          addr, a->ctx_id);
+    } else if ((what = fk_va_what_locked(addr)) != NULL) {
+        rc = fk_violation(CD_ERROR_INVALID_VALUE,
+                          "%s: %#llx is in the %s but not allocated or mapped (freed?)", api, addr,
+                          what);
+    } else {
+        /* Pageable host memory: nothing cheap can check it. */
+        out->cpu = (char *)(uintptr_t)addr;
+    }
+    pthread_rwlock_unlock(&fk_mem_lock);
+    return rc;
+}
+
+/* ---- copy operations ------------------------------------------------------------------------- */
+
+/* Builds a copy or memset op (@p src unused for a memset), translating its
+ * ranges. Errors leave nothing behind. */
+static cdResult fk_copy_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr src, size_t bytes,
+                           int value, const char *api, const struct fk_stream *on,
+                           struct fk_op **out)
+{
+    struct fk_op *op = fk_op_new(kind);
+    if (op == NULL)
+        return CD_ERROR_OUT_OF_MEMORY;
+    unsigned long long ctx_id = 0;
+    int device = fk_stream_owner(on, &ctx_id)->device;
+    /* Empty until translated: an overflowing range fails before
+     * fk_mem_translate() writes them. */
+    struct fk_span d = {NULL, NULL};
+    struct fk_span s = {NULL, NULL};
+    cdResult rc = fk_mem_translate(dst, bytes, api, device, 1, &d);
+    if (rc == CD_SUCCESS) {
+        op->dst = d.cpu;
+        op->refs[0] = d.ref;
+        op->bytes = bytes;
+        op->value = value;
+    }
+    if (rc == CD_SUCCESS && kind == FK_OP_COPY) {
+        rc = fk_mem_translate(src, bytes, api, device, 0, &s);
+        op->src = s.cpu;
+        op->refs[1] = s.ref;
+    }
+    if (rc != CD_SUCCESS) {
+        fk_op_discard(op);
+        return rc;
+    }
+    *out = op;
+    return CD_SUCCESS;
+}
+
+cdResult cuMemcpyAsync(cdDevicePtr dst, cdDevicePtr src, size_t bytes, cdStream stream)
+{
+    FK_ENTER(cuMemcpyAsync);
+    pthread_mutex_lock(&fk_lock);
+    struct fk_stream *s = NULL;
+    struct fk_op *op = NULL;
+    cdResult rc = fk_stream_for_work_locked(stream, "cuMemcpyAsync", &s);
+    if (rc == CD_SUCCESS && bytes > 0 && src == 0)
+        rc = CD_ERROR_INVALID_VALUE;
+    if (rc == CD_SUCCESS && bytes > 0)
+        rc = fk_copy_op(FK_OP_COPY, dst, src, bytes, 0, "cuMemcpyAsync", s, &op);
+    if (op != NULL)
+        fk_enqueue_locked(s, op);
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
+}
+
+cdResult cuMemcpyBatchAsync_v2(cdDevicePtr *dsts, cdDevicePtr *srcs, size_t *sizes, size_t count,
+                               struct CUmemcpyAttributes_st *attrs, size_t *attr_idxs,
+                               size_t num_attrs, cdStream stream)
+{
+    FK_ENTER(cuMemcpyBatchAsync);
+    /* The driver's checks: arrays present, attribute indices start at 0 and
+     * rise, and never the legacy default stream. */
+    if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL || attrs == NULL ||
+        attr_idxs == NULL || num_attrs == 0 || num_attrs > count || attr_idxs[0] != 0 ||
+        fk_is_default_handle(stream))
+        return CD_ERROR_INVALID_VALUE;
+    for (size_t i = 1; i < num_attrs; i++) {
+        if (attr_idxs[i] <= attr_idxs[i - 1] || attr_idxs[i] >= count)
+            return CD_ERROR_INVALID_VALUE;
+    }
+    struct fk_op **ops = calloc(count, sizeof *ops);
+    if (ops == NULL)
+        return CD_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fk_lock);
+    struct fk_stream *s = NULL;
+    cdResult rc = fk_stream_for_work_locked(stream, "cuMemcpyBatchAsync", &s);
+    for (size_t i = 0; i < count && rc == CD_SUCCESS; i++) {
+        if (sizes[i] == 0)
+            continue;
+        rc = srcs[i] == 0 ? CD_ERROR_INVALID_VALUE
+                          : fk_copy_op(FK_OP_COPY, dsts[i], srcs[i], sizes[i], 0,
+                                       "cuMemcpyBatchAsync", s, &ops[i]);
+    }
+    /* All or nothing: a bad entry queues none of the batch. */
+    for (size_t i = 0; i < count; i++) {
+        if (ops[i] != NULL && rc == CD_SUCCESS)
+            fk_enqueue_locked(s, ops[i]);
+        else if (ops[i] != NULL)
+            fk_op_discard(ops[i]);
+    }
+    pthread_mutex_unlock(&fk_lock);
+    free(ops);
+    return rc;
+}
+
+/* The synchronous copies and memset: queued on the current context's default
+ * stream and waited for. */
+static cdResult fk_sync_op(enum fk_op_kind kind, cdDevicePtr dst, cdDevicePtr src, size_t bytes,
+                           int value, const char *api)
+{
+    pthread_mutex_lock(&fk_lock);
+    struct fk_ctx *c = NULL;
+    struct fk_stream *s = NULL;
+    struct fk_op *op = NULL;
+    unsigned long long ticket = 0;
+    cdResult rc = fk_ctx_require_current(&c, api, 1);
+    if (rc == CD_SUCCESS)
+        rc = fk_default_stream_locked(c, &s);
+    if (rc == CD_SUCCESS && bytes > 0)
+        rc = fk_copy_op(kind, dst, src, bytes, value, api, s, &op);
+    if (op != NULL)
+        ticket = fk_enqueue_locked(s, op);
+    pthread_mutex_unlock(&fk_lock);
+    if (op == NULL)
+        return rc;
+    fk_stream_wait(s, ticket);
+    return (cdResult)atomic_load(&c->poison);
+}
+
+cdResult cuMemcpyHtoD_v2(cdDevicePtr dst, const void *src, size_t bytes)
+{
+    FK_ENTER(cuMemcpyHtoD);
+    if (bytes > 0 && src == NULL)
+        return CD_ERROR_INVALID_VALUE;
+    return fk_sync_op(FK_OP_COPY, dst, (cdDevicePtr)(uintptr_t)src, bytes, 0, "cuMemcpyHtoD");
+}
+
+cdResult cuMemcpyDtoH_v2(void *dst, cdDevicePtr src, size_t bytes)
+{
+    FK_ENTER(cuMemcpyDtoH);
+    if (bytes > 0 && src == 0)
+        return CD_ERROR_INVALID_VALUE;
+    return fk_sync_op(FK_OP_COPY, (cdDevicePtr)(uintptr_t)dst, src, bytes, 0, "cuMemcpyDtoH");
+}
+
+cdResult cuMemcpyDtoD_v2(cdDevicePtr dst, cdDevicePtr src, size_t bytes)
+{
+    FK_ENTER(cuMemcpyDtoD);
+    if (bytes > 0 && src == 0)
+        return CD_ERROR_INVALID_VALUE;
+    return fk_sync_op(FK_OP_COPY, dst, src, bytes, 0, "cuMemcpyDtoD");
+}
+
+cdResult cuMemsetD8_v2(cdDevicePtr dst, unsigned char value, size_t count)
+{
+    FK_ENTER(cuMemsetD8);
+    return fk_sync_op(FK_OP_MEMSET, dst, 0, count, value, "cuMemsetD8");
+}
+
