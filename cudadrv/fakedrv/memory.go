@@ -2,35 +2,129 @@
 
 package fakedrv
 
+// The simulated memory: the allocation table the copies use, the test
+// helpers that allocate (Alloc*, Pageable) and look at it (Bytes), and the
+// memory domain of cudadrv.Interface (MemQuery, MemAlloc, registration).
+
 import (
+	"fmt"
+
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-// The memory domain: device identity, what an address is, allocation and
-// host registration, over the same allocation table the copies use.
+const (
+	memTypeHost          = 1
+	memTypeDevice        = 2
+	allocAlign           = 1 << 12
+	allocGap             = 1 << 16 // unmapped gap after every allocation
+	deviceBase    uint64 = 1 << 44
+)
 
-// DeviceUUID is a stable, distinct UUID per device.
-func (d *Driver) DeviceUUID(dev int) ([16]byte, error) {
-	var u [16]byte
-	if err := d.devCall("DeviceUUID", dev); err != nil {
-		return u, err
-	}
-	u[0], u[15] = 0xfa, byte(dev)
-	return u, nil
+type alloc struct {
+	base    uint64
+	data    []byte
+	typ     uint32 // 0 pageable, memTypeHost, memTypeDevice
+	ctx     cudadrv.Context
+	dev     int
+	managed bool
+	// preferred is managed memory's preferred location (cudadrv.DeviceCPU,
+	// a device, or cudadrv.DeviceInvalid).
+	preferred int32
+	id        uint64 // BUFFER_ID: unique per allocation
+	ctxGen    uint64 // the owning context's incarnation when allocated (memory dies with it)
 }
 
-// P2PAttribute answers like two NVLink-connected GPUs.
-func (d *Driver) P2PAttribute(dev, peer, attr int) (int, error) {
-	if err := d.devCall("P2PAttribute", dev); err != nil {
-		return 0, err
+func (d *Driver) alloc(rangeBase uint64, n int, a *alloc) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	addr := d.next[rangeBase]
+	if addr == 0 {
+		addr = rangeBase
 	}
-	if peer == dev || peer < 0 || peer >= d.devices {
-		return 0, result("cuDeviceGetP2PAttribute", 101)
+	size := (uint64(max(n, 1)) + allocAlign - 1) &^ (allocAlign - 1)
+	d.next[rangeBase] = addr + size + allocGap
+	a.base, a.data = addr, make([]byte, n)
+	d.nextBuffer++
+	a.id = d.nextBuffer
+	d.allocs = append(d.allocs, a)
+	return addr
+}
+
+func devRange(dev int, sub uint64) uint64 { return deviceBase*uint64(dev+1) + sub<<40 }
+
+// AllocDevice allocates device memory owned by dev's primary context, which
+// it activates the way the CUDA runtime's cudaMalloc does (a program retain).
+func (d *Driver) AllocDevice(dev, n int) uint64 {
+	ctx := d.ActivatePrimary(dev)
+	return d.alloc(devRange(dev, 0), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev})
+}
+
+// AllocCtx allocates device memory owned by ctx (e.g. a CreateContext context).
+func (d *Driver) AllocCtx(ctx cudadrv.Context, n int) uint64 {
+	d.mu.Lock()
+	dev := d.ctxs[ctx].dev
+	d.mu.Unlock()
+	return d.alloc(devRange(dev, 1), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev})
+}
+
+// AllocVMM allocates device memory of dev with no owning context (VMM, pools).
+func (d *Driver) AllocVMM(dev, n int) uint64 {
+	return d.alloc(devRange(dev, 2), n, &alloc{typ: memTypeDevice, dev: dev})
+}
+
+// AllocManaged allocates managed memory owned by dev's primary context (activated).
+func (d *Driver) AllocManaged(dev, n int) uint64 {
+	ctx := d.ActivatePrimary(dev)
+	return d.alloc(devRange(dev, 3), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev, managed: true, preferred: cudadrv.DeviceInvalid})
+}
+
+// AllocManagedUnowned allocates managed memory with neither context nor device.
+func (d *Driver) AllocManagedUnowned(n int) uint64 {
+	return d.alloc(3<<40, n, &alloc{typ: memTypeDevice, dev: -1, managed: true, preferred: cudadrv.DeviceInvalid})
+}
+
+// AllocHost allocates host memory CUDA knows (pinned, or registered when !pinned).
+func (d *Driver) AllocHost(n int, pinned bool) uint64 {
+	base := uint64(1 << 40)
+	if !pinned {
+		base += 1 << 36
 	}
-	if attr == cudadrv.P2PPerformanceRank {
-		return 0, nil
+	return d.alloc(base, n, &alloc{typ: memTypeHost, dev: -1})
+}
+
+// Pageable allocates plain host memory the driver does not know.
+func (d *Driver) Pageable(n int) uint64 {
+	return d.alloc(2<<40, n, &alloc{dev: -1})
+}
+
+func (d *Driver) find(addr uint64) *alloc {
+	for _, a := range d.allocs { // an address in the gap after an allocation belongs to it
+		if addr >= a.base && addr < a.base+uint64(len(a.data))+allocGap {
+			return a
+		}
 	}
-	return 1, nil
+	return nil
+}
+
+// span is the backing of [addr, addr+n), nil when it leaves its allocation.
+func (d *Driver) span(addr uint64, n uint64) []byte {
+	a := d.find(addr)
+	if a == nil || addr-a.base > uint64(len(a.data)) || n > uint64(len(a.data))-(addr-a.base) {
+		return nil
+	}
+	return a.data[addr-a.base : addr-a.base+n]
+}
+
+// Bytes is the backing memory of [addr, addr+n): fill it, check it. It
+// panics when the range is not inside one allocation.
+func (d *Driver) Bytes(addr uint64, n int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.span(addr, uint64(n))
+	if b == nil {
+		panic(fmt.Sprintf("fakedrv: [0x%x, +%d) is not allocated", addr, n))
+	}
+	return b
 }
 
 // MemQuery is cd_mem_query.
