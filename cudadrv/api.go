@@ -177,7 +177,7 @@ const (
 
 // CallError is a failed driver call as the C side reports it (struct cd_err).
 type CallError struct {
-	Entry  int32 // index into the entry-point list, -1 for none
+	Entry  Entry // EntryNone for none
 	Result uint32
 }
 
@@ -203,27 +203,6 @@ type CopyOp struct {
 	SeenPrimary   Context // CopyNeedPrimary: the primary context found ended, 0 if none was set
 	Err           CallError
 }
-
-// Result is a failed CUDA driver call: which call, its CUresult and the
-// result's name. It is the error type of every driver operation.
-type Result struct {
-	Call string
-	Code uint32
-	Name string
-}
-
-func (r *Result) Error() string {
-	return fmt.Sprintf("%s failed: %s (%d)", r.Call, r.Name, r.Code)
-}
-
-// CUresult values the core acts on.
-const (
-	ErrorDeinitialized      = 4
-	ErrorInvalidContext     = 201
-	ErrorContextIsDestroyed = 709
-	ErrorNotReady           = 600
-	ErrorPeerAlreadyEnable  = 704
-)
 
 // Device attributes the tools read (CUdevice_attribute).
 const (
@@ -276,12 +255,6 @@ const (
 	P2PPerformanceRank = 1
 	P2PAccessSupported = 2
 	P2PNativeAtomics   = 3
-)
-
-// CUresult values of host registration.
-const (
-	ErrorHostMemoryAlreadyRegistered = 712
-	ErrorHostMemoryNotRegistered     = 713
 )
 
 // Incarnation is one life of a CUDA context (struct cd_inc). For a primary

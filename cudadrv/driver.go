@@ -135,22 +135,7 @@ func Open(path string) (Interface, error) {
 	}
 	// Failures are not latched: a later call (another path, or after the
 	// program fixed its environment) loads again.
-	return nil, &LoadError{Path: path, Reason: (&Result{Call: detail, Code: uint32(result), Name: errorName(uint32(result))}).Error()}
-}
-
-func errorName(code uint32) string {
-	if name := C.cd_error_name(C.uint32_t(code)); name != nil {
-		return C.GoString(name)
-	}
-	return fmt.Sprintf("CUresult %d", code)
-}
-
-// EntryName names an entry point by its index in entry_points.h.
-func EntryName(idx int) string {
-	if idx < 0 || idx >= C.CD_NUM_ENTRIES {
-		return "driver call"
-	}
-	return C.GoString(C.cd_entry_name[idx])
+	return nil, &LoadError{Path: path, Reason: (&Result{Call: detail, Entry: EntryOf(detail), Code: uint32(result), Name: errorName(uint32(result))}).Error()}
 }
 
 func (d *driver) Path() string { return d.path }
@@ -172,14 +157,14 @@ func (d *driver) Error(e CallError) error {
 	if e.Result == 0 {
 		return nil
 	}
-	return &Result{Call: EntryName(int(e.Entry)), Code: e.Result, Name: errorName(e.Result)}
+	return &Result{Call: e.Entry.String(), Entry: e.Entry, Code: e.Result, Name: errorName(e.Result)}
 }
 
 func (d *driver) check(rc C.int, e C.cd_err) error {
 	if rc == 0 {
 		return nil
 	}
-	return d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+	return d.Error(CallError{Entry: Entry(e.entry), Result: uint32(e.result)})
 }
 
 func (d *driver) DeviceCount() (int, error) {
@@ -326,7 +311,7 @@ func (d *driver) callError(e C.cd_err) error {
 	if e.entry == C.CD_ENTRY_GONE {
 		return ErrContextGone
 	}
-	return d.Error(CallError{Entry: int32(e.entry), Result: uint32(e.result)})
+	return d.Error(CallError{Entry: Entry(e.entry), Result: uint32(e.result)})
 }
 
 func (d *driver) QueryEvents(inc Incarnation, events []Event) (int, error) {

@@ -11,17 +11,6 @@ import (
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-// Entry points named in CallError.Entry.
-const (
-	entryPointerAttrs = iota
-	entryMemcpyAsync
-	entryEventRecord
-	entryEventQuery
-	entryLaunchHostFunc
-)
-
-var entryNames = []string{"cuPointerGetAttributes", "cuMemcpyAsync", "cuEventRecord", "cuEventQuery", "cuLaunchHostFunc"}
-
 // mem is cd_mem: what one pointer is.
 type mem struct {
 	typ     uint32
@@ -78,7 +67,7 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 	return 0
 }
 
-func driverErr(op *cudadrv.CopyOp, entry int32, code uint32) cudadrv.CopyStatus {
+func driverErr(op *cudadrv.CopyOp, entry cudadrv.Entry, code uint32) cudadrv.CopyStatus {
 	op.Err = cudadrv.CallError{Entry: entry, Result: code}
 	return cudadrv.CopyDriverError
 }
@@ -104,12 +93,12 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, locked *bool) cudadrv.CopyStatus {
 	d.enter("Copy")
 	op.NDevices = int32(len(primary))
-	op.Err = cudadrv.CallError{Entry: -1}
+	op.Err = cudadrv.CallError{Entry: cudadrv.EntryNone}
 	op.Slot = -1
 	src, ok1 := d.classify(op.Src)
 	dst, ok2 := d.classify(op.Dst)
 	if !ok1 || !ok2 {
-		return driverErr(op, entryPointerAttrs, ErrInvalidValue) // an address the fake never handed out
+		return driverErr(op, cudadrv.EntryPointerGetAttributes, ErrInvalidValue) // an address the fake never handed out
 	}
 	if src.crossesEnd(op.Src, op.Len) {
 		op.Side = 0
@@ -122,7 +111,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	from, to := d.span(op.Src, op.Len), d.span(op.Dst, op.Len)
 	if from == nil || to == nil {
 		d.violate(ErrIllegalAddress, "Copy: host range [0x%x -> 0x%x, +%d) leaves its allocation", op.Src, op.Dst, op.Len)
-		return driverErr(op, entryMemcpyAsync, ErrIllegalAddress)
+		return driverErr(op, cudadrv.EntryMemcpyAsync, ErrIllegalAddress)
 	}
 	if (src.host() && dst.host()) || op.Flags&cudadrv.CopyForceCPU != 0 {
 		copy(to, from)
@@ -155,7 +144,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		c := d.ctxs[ctx]
 		if c == nil || !c.alive {
 			d.violate(ErrContextDestroyed, "Copy: memory of dead context 0x%x", ctx)
-			return driverErr(op, -1, ErrContextDestroyed)
+			return driverErr(op, cudadrv.EntryNone, ErrContextDestroyed)
 		}
 		id = c.id
 	}
@@ -226,13 +215,13 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	o, ok := d.streams[stream]
 	if err := d.owned("Copy", ctx, o, ok, "stream", uintptr(stream)); err != nil {
-		return driverErr(op, entryMemcpyAsync, err.(*cudadrv.Result).Code)
+		return driverErr(op, cudadrv.EntryMemcpyAsync, err.(*cudadrv.Result).Code)
 	}
 	if code := d.fault("Copy"); code != 0 {
-		return driverErr(op, entryMemcpyAsync, code)
+		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
 	}
 	if code := d.ctxs[ctx].poison; code != 0 {
-		return driverErr(op, entryMemcpyAsync, code)
+		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
 	}
 	w := &work{stream: stream, run: func() { copy(to, from) }}
 	d.pending = append(d.pending, w)
@@ -243,7 +232,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	e, err := d.eventCall("Copy", ctx, event)
 	if err != nil {
 		d.syncStream(stream)
-		return driverErr(op, entryEventRecord, err.(*cudadrv.Result).Code)
+		return driverErr(op, cudadrv.EntryEventRecord, err.(*cudadrv.Result).Code)
 	}
 	e.item = w
 	w.events = append(w.events, event)

@@ -11,19 +11,26 @@ import (
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-// CUresult values the fake returns.
+// CUresult values the fake returns: cudadrv's (cd_types.h), under the
+// names the core's tests use.
 const (
-	ErrInvalidValue     = 1
-	ErrInvalidContext   = 201
-	ErrInvalidHandle    = 400
-	ErrIllegalAddress   = 700
-	ErrContextDestroyed = 709
+	ErrInvalidValue     = cudadrv.ErrorInvalidValue
+	ErrInvalidContext   = cudadrv.ErrorInvalidContext
+	ErrInvalidHandle    = cudadrv.ErrorInvalidHandle
+	ErrIllegalAddress   = cudadrv.ErrorIllegalAddress
+	ErrContextDestroyed = cudadrv.ErrorContextIsDestroyed
 )
 
+// errNames are the names cuGetErrorName gives the codes the fake returns.
 var errNames = map[uint32]string{
-	1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 4: "CUDA_ERROR_DEINITIALIZED",
-	201: "CUDA_ERROR_INVALID_CONTEXT", 400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY",
-	700: "CUDA_ERROR_ILLEGAL_ADDRESS", 709: "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+	cudadrv.ErrorInvalidValue:       "CUDA_ERROR_INVALID_VALUE",
+	cudadrv.ErrorOutOfMemory:        "CUDA_ERROR_OUT_OF_MEMORY",
+	cudadrv.ErrorDeinitialized:      "CUDA_ERROR_DEINITIALIZED",
+	cudadrv.ErrorInvalidContext:     "CUDA_ERROR_INVALID_CONTEXT",
+	cudadrv.ErrorInvalidHandle:      "CUDA_ERROR_INVALID_HANDLE",
+	cudadrv.ErrorNotReady:           "CUDA_ERROR_NOT_READY",
+	cudadrv.ErrorIllegalAddress:     "CUDA_ERROR_ILLEGAL_ADDRESS",
+	cudadrv.ErrorContextIsDestroyed: "CUDA_ERROR_CONTEXT_IS_DESTROYED",
 }
 
 type fault struct {
@@ -65,8 +72,10 @@ func (d *Driver) enter(method string) uint32 {
 	return d.fault(method)
 }
 
+// result is a failed call: call is an entry point's name (its Entry is
+// set) or a method of the fake (EntryNone), as Fail names it.
 func result(call string, code uint32) error {
-	return &cudadrv.Result{Call: call, Code: code, Name: errName(code)}
+	return &cudadrv.Result{Call: call, Entry: cudadrv.EntryOf(call), Code: code, Name: errName(code)}
 }
 
 func errName(code uint32) string {

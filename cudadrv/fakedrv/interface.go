@@ -20,11 +20,7 @@ func (d *Driver) Error(e cudadrv.CallError) error {
 	if e.Result == 0 {
 		return nil
 	}
-	call := "driver call"
-	if e.Entry >= 0 && int(e.Entry) < len(entryNames) {
-		call = entryNames[e.Entry]
-	}
-	return result(call, e.Result)
+	return result(e.Entry.String(), e.Result)
 }
 
 func (d *Driver) devCall(method string, dev int) error {
@@ -34,7 +30,7 @@ func (d *Driver) devCall(method string, dev int) error {
 		return result(method, code)
 	}
 	if dev < 0 || dev >= d.devices {
-		return result(method, 101) // CUDA_ERROR_INVALID_DEVICE
+		return result(method, cudadrv.ErrorInvalidDevice)
 	}
 	return nil
 }
@@ -255,7 +251,7 @@ func (d *Driver) P2PAttribute(dev, peer, attr int) (int, error) {
 		return 0, err
 	}
 	if peer == dev || peer < 0 || peer >= d.devices {
-		return 0, result("cuDeviceGetP2PAttribute", 101)
+		return 0, result("cuDeviceGetP2PAttribute", cudadrv.ErrorInvalidDevice)
 	}
 	if attr == cudadrv.P2PPerformanceRank {
 		return 0, nil

@@ -197,7 +197,7 @@ func (d *Driver) MemFree(ctx cudadrv.Context, kind cudadrv.MemKind, ptr uint64) 
 			return nil
 		}
 	}
-	return result("cuMemFree", 1)
+	return result("cuMemFree", ErrInvalidValue)
 }
 
 // HostRegister is cd_host_register over memory from Pageable.
@@ -210,7 +210,7 @@ func (d *Driver) HostRegister(ctx cudadrv.Context, ptr, bytes uint64) error {
 	a := d.find(ptr)
 	switch {
 	case a == nil:
-		return result("cuMemHostRegister", 1)
+		return result("cuMemHostRegister", ErrInvalidValue)
 	case a.typ != 0:
 		return result("cuMemHostRegister", cudadrv.ErrorHostMemoryAlreadyRegistered)
 	}
