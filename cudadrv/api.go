@@ -14,7 +14,8 @@
 // CUresults, entry points and Result; memory.go and device.go the memory
 // and device values; driver.go the cgo implementation, layout.go its
 // compile-time agreement with the C structs. C: cd_shim.h declares what Go
-// calls; cd_load.c loads the driver; cd_ops.c and cd_mem.c the operations.
+// calls; cd_load.c loads the driver; cd_copy.c is the copy hot path,
+// cd_progress.c progress and arm, cd_cold.c and cd_mem.c the cold calls.
 package cudadrv
 
 import "errors"

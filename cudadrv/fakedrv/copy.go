@@ -2,8 +2,8 @@
 
 package fakedrv
 
-// The Go port of cd_copy (cudadrv/cd_ops.c) and of progress and arm
-// (cd_query_events, cd_arm, cd_incarnation_gone).
+// The Go port of cd_copy (cudadrv/cd_copy.c) and of progress and arm
+// (cudadrv/cd_progress.c: cd_query_events, cd_arm, cd_incarnation_gone).
 
 import (
 	"golang.org/x/sys/unix"

@@ -5,7 +5,7 @@
 // and user contexts with ids, streams whose work runs only when the test says
 // so (Run, Step), fault injection, accounting and strictness checks.
 //
-// Copy follows cudadrv/cd_ops.c: the same classification of both buffers,
+// Copy follows cudadrv/cd_copy.c: the same classification of both buffers,
 // the same choice of context, the same NEED_* protocol. Addresses are fake:
 // every buffer a test copies must come from one of the Alloc* helpers.
 //
