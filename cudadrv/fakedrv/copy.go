@@ -2,8 +2,10 @@
 
 package fakedrv
 
-// The Go port of cd_copy (cudadrv/cd_copy.c) and of progress and arm
-// (cudadrv/cd_progress.c: cd_query_events, cd_arm, cd_incarnation_gone).
+// The Go port of cd_copy (cudadrv/cd_copy.c), which keeps the copy protocol
+// (cudadrv/copy.go), and of progress and arm (cudadrv/cd_progress.c:
+// cd_query_events, cd_arm, cd_incarnation_gone). conformance_test.go holds
+// Copy against cd_copy on the C fake driver.
 
 import (
 	"golang.org/x/sys/unix"
@@ -21,13 +23,18 @@ type mem struct {
 	size    uint64
 }
 
+// host is cd_is_host. cd_is_host also calls HOST memory without an owning
+// context (host-located VMM) device-side; the fake has no such memory, and
+// its AllocHost memory, which has no context, is host memory.
 func (m *mem) host() bool { return !m.managed && m.typ != memTypeDevice }
 
+// crossesEnd is cd_crosses_end.
 func (m *mem) crossesEnd(ptr, n uint64) bool {
 	if m.host() || m.size == 0 || ptr < m.start {
 		return false
 	}
-	return n > m.size-(ptr-m.start)
+	off := ptr - m.start
+	return off >= m.size || n > m.size-off
 }
 
 func (d *Driver) classify(ptr uint64) (mem, bool) {
@@ -52,7 +59,7 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 			return p
 		}
 	}
-	if m.managed && op.Flags&cudadrv.CopyFallbackCtx != 0 {
+	if m.managed && op.Flags&cudadrv.CopyFallbackCtx != 0 && op.Ctx != 0 {
 		return op.Ctx
 	}
 	if m.managed && d.current != 0 {
@@ -108,14 +115,15 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		op.Side = 1
 		return cudadrv.CopyOutOfRange
 	}
+	// Stricter than cd_copy, which leaves such a host range to the copy
+	// (a fault, or a CPU copy past the end): a violation.
 	from, to := d.span(op.Src, op.Len), d.span(op.Dst, op.Len)
 	if from == nil || to == nil {
 		d.violate(ErrIllegalAddress, "Copy: host range [0x%x -> 0x%x, +%d) leaves its allocation", op.Src, op.Dst, op.Len)
 		return driverErr(op, cudadrv.EntryMemcpyAsync, ErrIllegalAddress)
 	}
 	if (src.host() && dst.host()) || op.Flags&cudadrv.CopyForceCPU != 0 {
-		copy(to, from)
-		return cudadrv.CopyDone
+		return cudadrv.CopyCPU // the caller copies (real Go memory: see alloc)
 	}
 
 	status := cudadrv.CopyDone
@@ -143,8 +151,18 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if d.hasCtxID {
 		c := d.ctxs[ctx]
 		if c == nil || !c.alive {
-			d.violate(ErrContextDestroyed, "Copy: memory of dead context 0x%x", ctx)
-			return driverErr(op, cudadrv.EntryNone, ErrContextDestroyed)
+			// cuCtxGetId: a reset primary context is answered (the handle
+			// persists); any other dead context is a violation.
+			if c == nil || !c.primary {
+				d.violate(ErrContextDestroyed, "Copy: memory of dead context 0x%x", ctx)
+			}
+			for dev := 0; dev < int(op.NDevices); dev++ {
+				if cudadrv.LoadPrimary(primary, dev) == ctx {
+					op.Device, op.SeenPrimary = int32(dev), ctx
+					return cudadrv.CopyNeedPrimary
+				}
+			}
+			return driverErr(op, cudadrv.EntryCtxGetId, ErrContextDestroyed)
 		}
 		id = c.id
 	}
@@ -227,6 +245,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	d.pending = append(d.pending, w)
 	if sync {
 		d.syncStream(stream)
+		op.Event = event // as cd_copy: the slot's free event, untouched
 		return cudadrv.CopyDone
 	}
 	e, err := d.eventCall("Copy", ctx, event)

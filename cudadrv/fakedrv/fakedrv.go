@@ -5,9 +5,13 @@
 // and user contexts with ids, streams whose work runs only when the test says
 // so (Run, Step), fault injection, accounting and strictness checks.
 //
-// Copy follows cudadrv/cd_copy.c: the same classification of both buffers,
-// the same choice of context, the same NEED_* protocol. Addresses are fake:
-// every buffer a test copies must come from one of the Alloc* helpers.
+// Copy is a port of cudadrv/cd_copy.c and keeps the copy protocol
+// (cudadrv/copy.go); conformance_test.go holds it against the C original.
+// Device memory has fake addresses; memory the CPU may touch is real Go
+// memory, which the caller copies itself on cudadrv.CopyCPU. Every buffer a
+// test copies must come from one of the Alloc* helpers or Pageable: an
+// address the fake never handed out is a driver error, where the real
+// driver would call it host memory.
 //
 // Files: fakedrv.go the Driver; contexts.go, memory.go, execution.go and
 // faults.go the simulated state and its test helpers; interface.go and

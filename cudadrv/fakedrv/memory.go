@@ -8,16 +8,23 @@ package fakedrv
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
 const (
-	memTypeHost          = 1
-	memTypeDevice        = 2
-	allocAlign           = 1 << 12
-	allocGap             = 1 << 16 // unmapped gap after every allocation
-	deviceBase    uint64 = 1 << 44
+	memTypeHost   = cudadrv.MemoryTypeHost
+	memTypeDevice = cudadrv.MemoryTypeDevice
+	allocAlign    = 1 << 12
+	// Device memory has fake addresses, with an unmapped gap after every
+	// allocation. Memory the CPU may touch (pageable, pinned, registered,
+	// managed) is real Go memory at its own address, as the caller's CPU
+	// copy (cudadrv.CopyCPU) needs, with hostTail bytes of it after the
+	// allocation that belong to none.
+	allocGap          = 1 << 16
+	hostTail          = allocAlign
+	deviceBase uint64 = 1 << 44
 )
 
 type alloc struct {
@@ -32,22 +39,33 @@ type alloc struct {
 	preferred int32
 	id        uint64 // BUFFER_ID: unique per allocation
 	ctxGen    uint64 // the owning context's incarnation when allocated (memory dies with it)
+	gap       uint64 // the addresses after data that still belong to it
 }
 
+// cpu says whether the CPU may touch the allocation's memory.
+func (a *alloc) cpu() bool { return a.typ != memTypeDevice || a.managed }
+
+// alloc records a: device memory at the next address of rangeBase, memory
+// the CPU may touch in Go memory (which d.allocs keeps alive; rangeBase 0).
 func (d *Driver) alloc(rangeBase uint64, n int, a *alloc) uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	addr := d.next[rangeBase]
-	if addr == 0 {
-		addr = rangeBase
+	if a.cpu() {
+		mem := make([]byte, max(n, 1)+hostTail)
+		a.base, a.data, a.gap = uint64(uintptr(unsafe.Pointer(&mem[0]))), mem[:n], hostTail
+	} else {
+		addr := d.next[rangeBase]
+		if addr == 0 {
+			addr = rangeBase
+		}
+		size := (uint64(max(n, 1)) + allocAlign - 1) &^ (allocAlign - 1)
+		d.next[rangeBase] = addr + size + allocGap
+		a.base, a.data, a.gap = addr, make([]byte, n), allocGap
 	}
-	size := (uint64(max(n, 1)) + allocAlign - 1) &^ (allocAlign - 1)
-	d.next[rangeBase] = addr + size + allocGap
-	a.base, a.data = addr, make([]byte, n)
 	d.nextBuffer++
 	a.id = d.nextBuffer
 	d.allocs = append(d.allocs, a)
-	return addr
+	return a.base
 }
 
 func devRange(dev int, sub uint64) uint64 { return deviceBase*uint64(dev+1) + sub<<40 }
@@ -75,31 +93,28 @@ func (d *Driver) AllocVMM(dev, n int) uint64 {
 // AllocManaged allocates managed memory owned by dev's primary context (activated).
 func (d *Driver) AllocManaged(dev, n int) uint64 {
 	ctx := d.ActivatePrimary(dev)
-	return d.alloc(devRange(dev, 3), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev, managed: true, preferred: cudadrv.DeviceInvalid})
+	return d.alloc(0, n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev, managed: true, preferred: cudadrv.DeviceInvalid})
 }
 
 // AllocManagedUnowned allocates managed memory with neither context nor device.
 func (d *Driver) AllocManagedUnowned(n int) uint64 {
-	return d.alloc(3<<40, n, &alloc{typ: memTypeDevice, dev: -1, managed: true, preferred: cudadrv.DeviceInvalid})
+	return d.alloc(0, n, &alloc{typ: memTypeDevice, dev: -1, managed: true, preferred: cudadrv.DeviceInvalid})
 }
 
-// AllocHost allocates host memory CUDA knows (pinned, or registered when !pinned).
+// AllocHost allocates host memory CUDA knows, pinned or registered (the
+// fake does not tell them apart).
 func (d *Driver) AllocHost(n int, pinned bool) uint64 {
-	base := uint64(1 << 40)
-	if !pinned {
-		base += 1 << 36
-	}
-	return d.alloc(base, n, &alloc{typ: memTypeHost, dev: -1})
+	return d.alloc(0, n, &alloc{typ: memTypeHost, dev: -1})
 }
 
 // Pageable allocates plain host memory the driver does not know.
 func (d *Driver) Pageable(n int) uint64 {
-	return d.alloc(2<<40, n, &alloc{dev: -1})
+	return d.alloc(0, n, &alloc{dev: -1})
 }
 
 func (d *Driver) find(addr uint64) *alloc {
 	for _, a := range d.allocs { // an address in the gap after an allocation belongs to it
-		if addr >= a.base && addr < a.base+uint64(len(a.data))+allocGap {
+		if addr >= a.base && addr < a.base+uint64(len(a.data))+a.gap {
 			return a
 		}
 	}
@@ -179,9 +194,9 @@ func (d *Driver) MemAlloc(ctx cudadrv.Context, kind cudadrv.MemKind, bytes uint6
 	case cudadrv.MemDevice:
 		return d.alloc(devRange(c.dev, 0), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, ctxGen: c.id}), nil
 	case cudadrv.MemManaged:
-		return d.alloc(devRange(c.dev, 3), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, managed: true, preferred: cudadrv.DeviceInvalid}), nil
+		return d.alloc(0, int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, managed: true, preferred: cudadrv.DeviceInvalid}), nil
 	}
-	return d.alloc(1<<40, int(bytes), &alloc{typ: memTypeHost, ctx: ctx, dev: c.dev}), nil
+	return d.alloc(0, int(bytes), &alloc{typ: memTypeHost, ctx: ctx, dev: c.dev}), nil
 }
 
 // MemFree is cd_mem_free: the range reads as unknown memory afterwards.
