@@ -185,8 +185,8 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	op.Slot = int32(s)
 	slot := &slots[s]
 	if op.Flags&cudadrv.CopyLock != 0 {
-		// As cd_copy: the slot's lock after the lookup. Never spin on it
-		// holding d.mu: its holder may need the driver meanwhile.
+		// Step 6 of the protocol. Never spin on the lock holding d.mu: its
+		// holder may need the driver meanwhile.
 		d.mu.Unlock()
 		slot.Lock()
 		d.mu.Lock()
@@ -224,8 +224,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return cudadrv.CopyNeedEvent
 	}
 	if sync && *locked {
-		// As cd_copy: a short copy runs without the lock, as a user of the
-		// slot that a release waits for.
+		// Step 8 of the protocol: a short copy runs as a user, unlocked.
 		slot.AddUser()
 		defer slot.DoneUser()
 		slot.Unlock()
