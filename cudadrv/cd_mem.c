@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cd_shim.h"
+#include "cd_internal.h"
 
 #define CD_FAIL(err_, idx_, r_)                                                        \
     do {                                                                               \

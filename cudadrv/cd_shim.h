@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cudadrv's C side: the driver table and one C function per operation.
+ * cudadrv's C side as Go sees it: the driver table and one C function per
+ * operation (cd_copy.c, cd_progress.c, cd_cold.c, cd_mem.c; cd_load.c loads).
  *
  * Go calls these with integer arguments and pointers to Go structs that hold
  * no Go pointers. Every function that needs a CUDA context pushes it only when
@@ -66,11 +67,8 @@ enum {
 
 #define CD_MAX_PEERS 16
 
-/*
- * One CUDA context's resources, as the hot path needs them. Owned and written
- * by Go (core's iface); read by cd_copy. On single-thread ifaces Go writes
- * only between calls; on multi-thread ifaces under the slot's lock word.
- */
+/* One CUDA context's resources as the copy path reads them: cudadrv.Slot
+ * (cudadrv/slot.go), which says who writes what and when. */
 typedef struct cd_slot {
     uint64_t ctx_id;                   /* cuCtxGetId, or the handle without it */
     uintptr_t ctx;                     /* CUcontext */
@@ -81,51 +79,36 @@ typedef struct cd_slot {
     uint64_t canary_id;                /* in the context, and its BUFFER_ID (generation) */
     int32_t device;                    /* the context's device ordinal */
     int32_t npeers;
-    /* Multi-thread ifaces (CD_COPY_LOCK): a spin lock word shared with Go
-     * (sync/atomic), and the short copies running on the slot's streams
-     * without it. A lookup matches a slot without the lock; cd_copy checks
-     * the match again under it. */
-    int32_t lock;
-    int32_t users;
-    /* Multi-thread ifaces: one slot per (context, lane); an endpoint's
-     * copies use its lane, so endpoints on other threads use other streams. */
-    int32_t lane;
+    int32_t lock;  /* spin lock word shared with Go (Slot.Lock) */
+    int32_t users; /* short copies running without the lock */
+    int32_t lane;  /* multi-thread ifaces: one slot per (context, lane) */
     int32_t pad;
-    /* Per async kind: the queue entries (by sequence number, from 1) that
-     * progress has queried; their events are never re-recorded. */
-    uint64_t queried[CD_NUM_ASYNC_KINDS];
+    uint64_t queried[CD_NUM_ASYNC_KINDS]; /* per async kind: last queue entry progress queried */
 } cd_slot;
 
-/* cd_copy_op.flags */
+/* The copy protocol: its flags, results and request are explained once,
+ * in cudadrv/copy.go (CopySync, ..., CopyDone, ..., CopyOp). */
 enum {
-    CD_COPY_SYNC = 1u << 0,     /* short: copy on the short stream and synchronize */
-    CD_COPY_FORCE_CPU = 1u << 1, /* managed memory with no usable context: CPU copy */
-    CD_COPY_FALLBACK_CTX = 1u << 2, /* managed memory with no owning context: run on op->ctx */
-    /* the previous piece of this operation went to (reuse_slot, reuse_kind)
-     * with reuse_event: a piece landing there too re-records that event
-     * instead of taking a new one (pieces of a stream complete in order) */
+    CD_COPY_SYNC = 1u << 0,
+    CD_COPY_FORCE_CPU = 1u << 1,
+    CD_COPY_FALLBACK_CTX = 1u << 2,
     CD_COPY_REUSE = 1u << 3,
-    /* multi-thread iface: take the slot's lock after the lookup; on QUEUED
-     * and JOINED it is returned held (the caller books the piece and
-     * releases it), on every other result it is released; a short copy
-     * runs without it, counted in the slot's users */
     CD_COPY_LOCK = 1u << 4
 };
 
-/* cd_copy results */
 enum {
-    CD_COPY_DONE = 0,         /* finished (a CPU copy, or a synchronized short copy) */
-    CD_COPY_QUEUED = 1,       /* issued on slot `slot`, stream `kind`; its event recorded */
-    CD_COPY_NEED_SLOT = 2,    /* the context (ctx, ctx_id) has no slot for `lane` yet */
-    CD_COPY_NEED_STREAM = 3,  /* slot `slot` lacks the stream of `kind` */
-    CD_COPY_NEED_EVENT = 4,   /* slot `slot` has no free event */
-    CD_COPY_NEED_PRIMARY = 5, /* memory without owning context on device `device` (-1: unknown) */
-    CD_COPY_NEED_PEER = 6,    /* peer access from slot `slot` to `peer_ctx` not tried yet */
-    CD_COPY_OUT_OF_RANGE = 7, /* the range crosses the end of its allocation (`side`: 0 src, 1 dst) */
-    CD_COPY_DRIVER_ERROR = 8, /* err says which call failed */
-    CD_COPY_JOINED = 9,       /* issued on `slot`, `kind`; reuse_event re-recorded after it */
-    CD_COPY_CPU = 10,         /* both sides are host memory: the caller copies on the CPU */
-    CD_COPY_STALE = 11        /* slot `slot` matched by handle but its incarnation ended */
+    CD_COPY_DONE = 0,
+    CD_COPY_QUEUED = 1,
+    CD_COPY_NEED_SLOT = 2,
+    CD_COPY_NEED_STREAM = 3,
+    CD_COPY_NEED_EVENT = 4,
+    CD_COPY_NEED_PRIMARY = 5,
+    CD_COPY_NEED_PEER = 6,
+    CD_COPY_OUT_OF_RANGE = 7,
+    CD_COPY_DRIVER_ERROR = 8,
+    CD_COPY_JOINED = 9,
+    CD_COPY_CPU = 10,
+    CD_COPY_STALE = 11
 };
 
 typedef struct cd_copy_op {
@@ -138,8 +121,8 @@ typedef struct cd_copy_op {
     int32_t reuse_slot;
     int32_t reuse_kind;
     uintptr_t reuse_event;
-    uint64_t reuse_seq; /* the previous piece's queue entry (its sequence number) */
-    int32_t lane;       /* the endpoint's lane: the slot is (context, lane) */
+    uint64_t reuse_seq;
+    int32_t lane;
     int32_t pad;
     /* out */
     int32_t slot;
@@ -149,39 +132,14 @@ typedef struct cd_copy_op {
     uintptr_t ctx;
     uint64_t ctx_id;
     uintptr_t peer_ctx;
-    uintptr_t event; /* the event recorded (QUEUED) */
-    uintptr_t seen_primary; /* NEED_PRIMARY: the primary[device] found ended, 0 if none was set */
+    uintptr_t event;
+    uintptr_t seen_primary;
     cd_err err;
 } cd_copy_op;
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op);
 
-/* Make ctx current unless it is (*pushed: a pop is owed); pop it again. The
- * failing call is recorded in err; a failing pop only if nothing failed before. */
-cdResult cd_enter(cdContext ctx, int *pushed, cd_err *err);
-void cd_leave(int pushed, cd_err *err);
-
-/* The body of a cold-path function: run `call_` with ctx current (pushed
- * only if needed, popped again), record a failure of entry idx_ in err_,
- * return 0 or -1. The call's own result decides: what it created or freed
- * exists or is gone whatever the pop did; a failed pop is left in err_. */
-#define CD_IN_CTX(ctx_, err_, idx_, call_)                                             \
-    do {                                                                               \
-        int pushed_ = 0;                                                               \
-        (err_)->entry = -1;                                                            \
-        (err_)->result = CD_SUCCESS;                                                   \
-        if (cd_enter((cdContext)(ctx_), &pushed_, (err_)) != CD_SUCCESS)               \
-            return -1;                                                                 \
-        cdResult r_ = (call_);                                                         \
-        if (r_ != CD_SUCCESS) {                                                        \
-            (err_)->entry = (idx_);                                                    \
-            (err_)->result = r_;                                                       \
-        }                                                                              \
-        cd_leave(pushed_, (err_));                                                     \
-        return r_ == CD_SUCCESS ? 0 : -1; /* a failed pop stays in err_ only */        \
-    } while (0)
-
-/* Progress and event fd. */
+/* Progress and event fd (cd_progress.c). */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):
  * nothing was called on it. */
 #define CD_ENTRY_GONE (-2)
@@ -198,7 +156,8 @@ int cd_incarnation_gone(const cd_inc *inc);
 int32_t cd_query_events(const cd_inc *inc, const uintptr_t *events, int32_t n, cd_err *err);
 int32_t cd_arm(const cd_inc *inc, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err);
 
-/* Cold paths: resources and queries. Each returns 0 or sets *err and returns -1. */
+/* Cold paths: resources and queries (cd_cold.c). Each returns 0 or sets *err
+ * and returns -1. */
 int cd_ctx_current(uintptr_t *ctx, cd_err *err);
 int cd_ctx_id(uintptr_t ctx, uint64_t *id, cd_err *err);
 int cd_ctx_device(uintptr_t ctx, int32_t *device, cd_err *err);
@@ -221,7 +180,7 @@ const char *cd_error_name(uint32_t result);
 int cd_device_uuid(int32_t device, uint8_t *uuid, cd_err *err);
 int cd_p2p_attr(int32_t device, int32_t peer, uint32_t attr, int32_t *value, cd_err *err);
 
-/* Memory domain. */
+/* Memory domain (cd_mem.c). */
 
 /* What the driver says of one address (cd_mem_query). */
 typedef struct cd_mem_info {

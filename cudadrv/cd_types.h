@@ -35,7 +35,8 @@ struct CUfunc_st;          /* CUfunction is a pointer to it */
 #include "cd_vmm.h"
 #endif
 
-/* CUresult values the project names. */
+/* CUresult values the project names (cudadrv/results.go derives its Go
+ * constants from these). */
 #define CD_SUCCESS                          0
 #define CD_ERROR_INVALID_VALUE              1
 #define CD_ERROR_OUT_OF_MEMORY              2
@@ -54,9 +55,15 @@ struct CUfunc_st;          /* CUfunction is a pointer to it */
 #define CD_ERROR_PEER_ACCESS_NOT_ENABLED    705
 #define CD_ERROR_PRIMARY_CONTEXT_ACTIVE     708
 #define CD_ERROR_CONTEXT_IS_DESTROYED       709
+#define CD_ERROR_ASSERT                     710
 #define CD_ERROR_TOO_MANY_PEERS             711
 #define CD_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define CD_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+#define CD_ERROR_HARDWARE_STACK_ERROR       714
+#define CD_ERROR_ILLEGAL_INSTRUCTION        715
+#define CD_ERROR_MISALIGNED_ADDRESS         716
+#define CD_ERROR_INVALID_ADDRESS_SPACE      717
+#define CD_ERROR_INVALID_PC                 718
 #define CD_ERROR_LAUNCH_FAILED              719
 #define CD_ERROR_NOT_PERMITTED              800
 #define CD_ERROR_NOT_SUPPORTED              801

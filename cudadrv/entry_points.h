@@ -7,7 +7,7 @@
  *   - the capability names Go reports (cudadrv.Capabilities),
  *   - the fake driver's exports and its cuGetProcAddress table
  *     (tests/fakecuda: every entry must be defined there or it fails to link),
- *   - the test helpers' driver table (tests/c/drv.h),
+ *   - the test helpers' driver table (tests/common/testdrv.h, testdrv.c),
  *   - the cuda.h agreement test on GPU machines (tests/gpu/check_cuda_h.c).
  *
  * CD_ENTRY(name, symbol, version, use, params)

@@ -2,35 +2,144 @@
 
 package fakedrv
 
+// The simulated memory: the allocation table the copies use, the test
+// helpers that allocate (Alloc*, Pageable) and look at it (Bytes), and the
+// memory domain of cudadrv.Interface (MemQuery, MemAlloc, registration).
+
 import (
+	"fmt"
+	"unsafe"
+
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-// The memory domain: device identity, what an address is, allocation and
-// host registration, over the same allocation table the copies use.
+const (
+	memTypeHost   = cudadrv.MemoryTypeHost
+	memTypeDevice = cudadrv.MemoryTypeDevice
+	allocAlign    = 1 << 12
+	// Device memory has fake addresses, with an unmapped gap after every
+	// allocation. Memory the CPU may touch (pageable, pinned, registered,
+	// managed) is real Go memory at its own address, as the caller's CPU
+	// copy (cudadrv.CopyCPU) needs, with hostTail bytes of it after the
+	// allocation that belong to none.
+	allocGap          = 1 << 16
+	hostTail          = allocAlign
+	deviceBase uint64 = 1 << 44
+)
 
-// DeviceUUID is a stable, distinct UUID per device.
-func (d *Driver) DeviceUUID(dev int) ([16]byte, error) {
-	var u [16]byte
-	if err := d.devCall("DeviceUUID", dev); err != nil {
-		return u, err
-	}
-	u[0], u[15] = 0xfa, byte(dev)
-	return u, nil
+type alloc struct {
+	base    uint64
+	data    []byte
+	typ     uint32 // 0 pageable, memTypeHost, memTypeDevice
+	ctx     cudadrv.Context
+	dev     int
+	managed bool
+	// preferred is managed memory's preferred location (cudadrv.DeviceCPU,
+	// a device, or cudadrv.DeviceInvalid).
+	preferred int32
+	id        uint64 // BUFFER_ID: unique per allocation
+	ctxGen    uint64 // the owning context's incarnation when allocated (memory dies with it)
+	gap       uint64 // the addresses after data that still belong to it
 }
 
-// P2PAttribute answers like two NVLink-connected GPUs.
-func (d *Driver) P2PAttribute(dev, peer, attr int) (int, error) {
-	if err := d.devCall("P2PAttribute", dev); err != nil {
-		return 0, err
+// cpu says whether the CPU may touch the allocation's memory.
+func (a *alloc) cpu() bool { return a.typ != memTypeDevice || a.managed }
+
+// alloc records a: device memory at the next address of rangeBase, memory
+// the CPU may touch in Go memory (which d.allocs keeps alive; rangeBase 0).
+func (d *Driver) alloc(rangeBase uint64, n int, a *alloc) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a.cpu() {
+		mem := make([]byte, max(n, 1)+hostTail)
+		a.base, a.data, a.gap = uint64(uintptr(unsafe.Pointer(&mem[0]))), mem[:n], hostTail
+	} else {
+		addr := d.next[rangeBase]
+		if addr == 0 {
+			addr = rangeBase
+		}
+		size := (uint64(max(n, 1)) + allocAlign - 1) &^ (allocAlign - 1)
+		d.next[rangeBase] = addr + size + allocGap
+		a.base, a.data, a.gap = addr, make([]byte, n), allocGap
 	}
-	if peer == dev || peer < 0 || peer >= d.devices {
-		return 0, result("cuDeviceGetP2PAttribute", 101)
+	d.nextBuffer++
+	a.id = d.nextBuffer
+	d.allocs = append(d.allocs, a)
+	return a.base
+}
+
+func devRange(dev int, sub uint64) uint64 { return deviceBase*uint64(dev+1) + sub<<40 }
+
+// AllocDevice allocates device memory owned by dev's primary context, which
+// it activates the way the CUDA runtime's cudaMalloc does (a program retain).
+func (d *Driver) AllocDevice(dev, n int) uint64 {
+	ctx := d.ActivatePrimary(dev)
+	return d.alloc(devRange(dev, 0), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev})
+}
+
+// AllocCtx allocates device memory owned by ctx (e.g. a CreateContext context).
+func (d *Driver) AllocCtx(ctx cudadrv.Context, n int) uint64 {
+	d.mu.Lock()
+	dev := d.ctxs[ctx].dev
+	d.mu.Unlock()
+	return d.alloc(devRange(dev, 1), n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev})
+}
+
+// AllocVMM allocates device memory of dev with no owning context (VMM, pools).
+func (d *Driver) AllocVMM(dev, n int) uint64 {
+	return d.alloc(devRange(dev, 2), n, &alloc{typ: memTypeDevice, dev: dev})
+}
+
+// AllocManaged allocates managed memory owned by dev's primary context (activated).
+func (d *Driver) AllocManaged(dev, n int) uint64 {
+	ctx := d.ActivatePrimary(dev)
+	return d.alloc(0, n, &alloc{typ: memTypeDevice, ctx: ctx, dev: dev, managed: true, preferred: cudadrv.DeviceInvalid})
+}
+
+// AllocManagedUnowned allocates managed memory with neither context nor device.
+func (d *Driver) AllocManagedUnowned(n int) uint64 {
+	return d.alloc(0, n, &alloc{typ: memTypeDevice, dev: -1, managed: true, preferred: cudadrv.DeviceInvalid})
+}
+
+// AllocHost allocates host memory CUDA knows, pinned or registered (the
+// fake does not tell them apart).
+func (d *Driver) AllocHost(n int, pinned bool) uint64 {
+	return d.alloc(0, n, &alloc{typ: memTypeHost, dev: -1})
+}
+
+// Pageable allocates plain host memory the driver does not know.
+func (d *Driver) Pageable(n int) uint64 {
+	return d.alloc(0, n, &alloc{dev: -1})
+}
+
+func (d *Driver) find(addr uint64) *alloc {
+	for _, a := range d.allocs { // an address in the gap after an allocation belongs to it
+		if addr >= a.base && addr < a.base+uint64(len(a.data))+a.gap {
+			return a
+		}
 	}
-	if attr == cudadrv.P2PPerformanceRank {
-		return 0, nil
+	return nil
+}
+
+// span is the backing of [addr, addr+n), nil when it leaves its allocation.
+func (d *Driver) span(addr uint64, n uint64) []byte {
+	a := d.find(addr)
+	if a == nil || addr-a.base > uint64(len(a.data)) || n > uint64(len(a.data))-(addr-a.base) {
+		return nil
 	}
-	return 1, nil
+	return a.data[addr-a.base : addr-a.base+n]
+}
+
+// Bytes is the backing memory of [addr, addr+n): fill it, check it. It
+// panics when the range is not inside one allocation.
+func (d *Driver) Bytes(addr uint64, n int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.span(addr, uint64(n))
+	if b == nil {
+		panic(fmt.Sprintf("fakedrv: [0x%x, +%d) is not allocated", addr, n))
+	}
+	return b
 }
 
 // MemQuery is cd_mem_query.
@@ -85,9 +194,9 @@ func (d *Driver) MemAlloc(ctx cudadrv.Context, kind cudadrv.MemKind, bytes uint6
 	case cudadrv.MemDevice:
 		return d.alloc(devRange(c.dev, 0), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, ctxGen: c.id}), nil
 	case cudadrv.MemManaged:
-		return d.alloc(devRange(c.dev, 3), int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, managed: true, preferred: cudadrv.DeviceInvalid}), nil
+		return d.alloc(0, int(bytes), &alloc{typ: memTypeDevice, ctx: ctx, dev: c.dev, managed: true, preferred: cudadrv.DeviceInvalid}), nil
 	}
-	return d.alloc(1<<40, int(bytes), &alloc{typ: memTypeHost, ctx: ctx, dev: c.dev}), nil
+	return d.alloc(0, int(bytes), &alloc{typ: memTypeHost, ctx: ctx, dev: c.dev}), nil
 }
 
 // MemFree is cd_mem_free: the range reads as unknown memory afterwards.
@@ -103,7 +212,7 @@ func (d *Driver) MemFree(ctx cudadrv.Context, kind cudadrv.MemKind, ptr uint64) 
 			return nil
 		}
 	}
-	return result("cuMemFree", 1)
+	return result("cuMemFree", ErrInvalidValue)
 }
 
 // HostRegister is cd_host_register over memory from Pageable.
@@ -116,7 +225,7 @@ func (d *Driver) HostRegister(ctx cudadrv.Context, ptr, bytes uint64) error {
 	a := d.find(ptr)
 	switch {
 	case a == nil:
-		return result("cuMemHostRegister", 1)
+		return result("cuMemHostRegister", ErrInvalidValue)
 	case a.typ != 0:
 		return result("cuMemHostRegister", cudadrv.ErrorHostMemoryAlreadyRegistered)
 	}

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The copy hot path: cd_copy runs one piece of a copy in one call, as the
+ * copy protocol says (cudadrv/copy.go): classify both buffers, choose the
+ * context and slot, and issue, or say what is missing.
+ */
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cd_internal.h"
+
+/* What one pointer is. */
+typedef struct cd_mem {
+    unsigned int type; /* CD_MEMORYTYPE_*, 0 for memory CUDA does not know */
+    cdContext ctx;     /* owning context, NULL for VMM/pool memory and plain host memory */
+    int ordinal;       /* device ordinal */
+    unsigned int managed;
+    cdDevicePtr start; /* allocation start, 0 if unknown */
+    size_t size;       /* allocation size, 0 if unknown */
+} cd_mem;
+
+static cdResult cd_classify(cdDevicePtr ptr, cd_mem *m)
+{
+    static unsigned int attrs[6] = {
+        CD_POINTER_ATTRIBUTE_MEMORY_TYPE,      CD_POINTER_ATTRIBUTE_CONTEXT,
+        CD_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CD_POINTER_ATTRIBUTE_IS_MANAGED,
+        CD_POINTER_ATTRIBUTE_RANGE_START_ADDR, CD_POINTER_ATTRIBUTE_RANGE_SIZE,
+    };
+    void *data[6] = {&m->type, &m->ctx, &m->ordinal, &m->managed, &m->start, &m->size};
+    memset(m, 0, sizeof(*m));
+    m->ordinal = -1;
+    return cd.cuPointerGetAttributes(6, attrs, data, ptr);
+}
+
+/* Host memory as the protocol defines it (copy.go, step 1): host-located VMM
+ * memory (HOST, no context) may be closed to the CPU, so a GPU copies it. */
+static int cd_is_host(const cd_mem *m)
+{
+    if (m->managed || m->type == CD_MEMORYTYPE_DEVICE)
+        return 0;
+    return m->type != CD_MEMORYTYPE_HOST || m->ctx != NULL;
+}
+
+/* Device-side memory whose range must lie inside its allocation. */
+static int cd_crosses_end(const cd_mem *m, uint64_t ptr, uint64_t len)
+{
+    if (cd_is_host(m) || m->size == 0 || ptr < m->start)
+        return 0;
+    uint64_t off = ptr - m->start; /* the driver's range holds ptr; if not, refuse */
+    return off >= m->size || len > m->size - off;
+}
+
+/* The lookup takes no lock: Go may be filling or emptying a slot meanwhile
+ * (multi-thread ifaces), so a match is only a candidate until it is checked
+ * again under the slot's lock. */
+static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintptr_t ctx,
+                        int32_t lane)
+{
+    for (int32_t i = 0; i < nslots; i++)
+        if (__atomic_load_n(&slots[i].ctx, __ATOMIC_RELAXED) == ctx &&
+            __atomic_load_n(&slots[i].ctx_id, __ATOMIC_RELAXED) == id &&
+            __atomic_load_n(&slots[i].lane, __ATOMIC_RELAXED) == lane)
+            return i;
+    return -1;
+}
+
+/* primary[d], which Go changes under its iface lock while copies run. */
+static uintptr_t cd_primary(const uintptr_t *primary, int32_t d)
+{
+    return __atomic_load_n(&primary[d], __ATOMIC_ACQUIRE);
+}
+
+static inline void cd_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The slot lock word, shared with Go (sync/atomic on the same int32). Its
+ * holders keep it for a driver enqueue or a few queue updates: spin a while,
+ * then give the CPU away (the holder may be descheduled). */
+static void cd_slot_lock(cd_slot *slot)
+{
+    unsigned spins = 0;
+    while (__atomic_exchange_n(&slot->lock, 1, __ATOMIC_ACQUIRE) != 0)
+        while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0) {
+            if (++spins < 128) /* a few microseconds: about one driver enqueue */
+                cd_cpu_relax();
+            else
+                sched_yield();
+        }
+}
+
+static void cd_slot_unlock(cd_slot *slot)
+{
+    __atomic_store_n(&slot->lock, 0, __ATOMIC_RELEASE);
+}
+
+static int cd_peer_tried(const cd_slot *s, uintptr_t peer)
+{
+    for (int32_t i = 0; i < s->npeers; i++)
+        if (s->peer[i] == peer)
+            return 1;
+    return 0;
+}
+
+/* The context a device-side buffer runs on (copy.go, step 3); 0 with
+ * *status set when Go must help first. */
+static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_op *op,
+                             int *status)
+{
+    if (m->ctx != NULL)
+        return (uintptr_t)m->ctx;
+    if (m->ordinal >= 0 && m->ordinal < op->ndevices) {
+        uintptr_t p = cd_primary(primary, m->ordinal);
+        if (p != 0)
+            return p;
+    }
+    if (m->managed && (op->flags & CD_COPY_FALLBACK_CTX) && op->ctx != 0)
+        return op->ctx;
+    if (m->managed) {
+        cdContext cur = NULL;
+        if (cd.cuCtxGetCurrent(&cur) == CD_SUCCESS && cur != NULL)
+            return (uintptr_t)cur;
+    }
+    op->device = m->managed ? -1 : m->ordinal;
+    op->seen_primary = 0;
+    *status = CD_COPY_NEED_PRIMARY;
+    return 0;
+}
+
+/* The rest of cd_copy once the slot is known, under its lock if *locked:
+ * steps 7 and 8 of the protocol (copy.go). */
+static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t peer,
+                    cd_copy_op *op, int *locked)
+{
+    /* Without cuCtxGetId the key is the handle, which a reset primary context
+     * keeps and a new context may reuse: check the slot's generation. */
+    if (cd.cuCtxGetId == NULL && slot->canary != 0 &&
+        cd_canary_gone(ctx, slot->canary, slot->canary_id))
+        return CD_COPY_STALE;
+    if (kind == CD_KIND_PEER && !cd_peer_tried(slot, peer)) {
+        op->peer_ctx = peer;
+        return CD_COPY_NEED_PEER;
+    }
+    cdStream stream = (cdStream)slot->stream[op->kind];
+    if (stream == NULL)
+        return CD_COPY_NEED_STREAM;
+    int sync = (op->flags & CD_COPY_SYNC) != 0;
+    /* Join only while progress has not queried that entry (copy.go, step 7). */
+    int joined = !sync && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&
+                 op->reuse_kind == op->kind && op->reuse_seq > slot->queried[op->kind];
+    cdEvent event = joined ? (cdEvent)op->reuse_event : (cdEvent)slot->event;
+    if (!sync && event == NULL)
+        return CD_COPY_NEED_EVENT;
+    if (sync && *locked) {
+        __atomic_add_fetch(&slot->users, 1, __ATOMIC_RELAXED);
+        cd_slot_unlock(slot);
+        *locked = 0;
+    }
+
+    int pushed = 0;
+    if (cd_enter((cdContext)ctx, &pushed, &op->err) == CD_SUCCESS) {
+        cdResult r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpyAsync;
+            op->err.result = r;
+        } else if (sync) {
+            r = cd.cuStreamSynchronize(stream);
+            if (r != CD_SUCCESS) {
+                op->err.entry = CD_IDX_cuStreamSynchronize;
+                op->err.result = r;
+            }
+        } else {
+            r = cd.cuEventRecord(event, stream);
+            if (r != CD_SUCCESS) {
+                /* The copy is in flight without an event: wait for it so that an
+                 * error return never leaves a copy running on the caller's buffers. */
+                op->err.entry = CD_IDX_cuEventRecord;
+                op->err.result = r;
+                (void)cd.cuStreamSynchronize(stream);
+            }
+        }
+        int ok = op->err.result == CD_SUCCESS;
+        cd_leave(pushed, &op->err); /* a failed pop does not undo the issued copy */
+        if (ok) {
+            op->event = (uintptr_t)event;
+            if (sync && (op->flags & CD_COPY_LOCK))
+                __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+            return sync ? CD_COPY_DONE : joined ? CD_COPY_JOINED : CD_COPY_QUEUED;
+        }
+    }
+    if (sync && (op->flags & CD_COPY_LOCK))
+        __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+    return CD_COPY_DRIVER_ERROR;
+}
+
+int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op)
+{
+    cd_mem src;
+    cd_mem dst;
+    op->err.entry = -1;
+    op->err.result = CD_SUCCESS;
+    op->slot = -1;
+    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->src, &src));
+    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->dst, &dst));
+    if (cd_crosses_end(&src, op->src, op->len)) {
+        op->side = 0;
+        return CD_COPY_OUT_OF_RANGE;
+    }
+    if (cd_crosses_end(&dst, op->dst, op->len)) {
+        op->side = 1;
+        return CD_COPY_OUT_OF_RANGE;
+    }
+
+    /* Both sides CPU-accessible: the caller copies (copy.go, step 2). */
+    if ((cd_is_host(&src) && cd_is_host(&dst)) || (op->flags & CD_COPY_FORCE_CPU))
+        return CD_COPY_CPU;
+
+    int status = CD_COPY_DONE;
+    int kind;
+    uintptr_t ctx;
+    uintptr_t peer = 0;
+    if (cd_is_host(&src)) {
+        kind = CD_KIND_H2D;
+        ctx = cd_exec_ctx(&dst, primary, op, &status);
+    } else if (cd_is_host(&dst)) {
+        kind = CD_KIND_D2H;
+        ctx = cd_exec_ctx(&src, primary, op, &status);
+    } else {
+        ctx = cd_exec_ctx(&src, primary, op, &status);
+        if (ctx != 0)
+            peer = cd_exec_ctx(&dst, primary, op, &status);
+        kind = peer == ctx ? CD_KIND_D2D : CD_KIND_PEER;
+    }
+    if (ctx == 0 || (kind == CD_KIND_PEER && peer == 0))
+        return status;
+
+    uint64_t id = (uint64_t)ctx;
+    if (cd.cuCtxGetId != NULL) {
+        cdResult r = cd.cuCtxGetId((cdContext)ctx, (unsigned long long *)&id);
+        if (r == CD_ERROR_CONTEXT_IS_DESTROYED) {
+            /* A retained primary context, reset since (copy.go, step 4). */
+            for (int32_t d = 0; d < op->ndevices; d++)
+                if (cd_primary(primary, d) == ctx) {
+                    op->device = d;
+                    op->seen_primary = ctx;
+                    return CD_COPY_NEED_PRIMARY;
+                }
+        }
+        CD_CALL(&op->err, CD_IDX_cuCtxGetId, r);
+    }
+    int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
+    op->ctx = ctx;
+    op->ctx_id = id;
+    op->kind = (op->flags & CD_COPY_SYNC) ? CD_KIND_SHORT : kind;
+    if (s < 0) {
+        op->device = -1;
+        return CD_COPY_NEED_SLOT;
+    }
+    op->slot = s;
+    cd_slot *slot = &slots[s];
+    int locked = (op->flags & CD_COPY_LOCK) != 0;
+    if (locked) {
+        cd_slot_lock(slot);
+        if (slot->ctx_id != id || slot->ctx != ctx || slot->lane != op->lane) { /* emptied meanwhile */
+            cd_slot_unlock(slot);
+            op->slot = -1;
+            op->device = -1;
+            return CD_COPY_NEED_SLOT;
+        }
+    }
+    int st = cd_issue(slot, s, ctx, kind, peer, op, &locked);
+    if (locked && st != CD_COPY_QUEUED && st != CD_COPY_JOINED)
+        cd_slot_unlock(slot);
+    return st;
+out:
+    return CD_COPY_DRIVER_ERROR;
+}

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package cudadrv
+
+// The copy protocol: Interface.Copy's request and outcome (CopyOp), its
+// flags and statuses. This is the one full description; cd_copy
+// (cd_copy.c) implements it, fakedrv ports it, and both point here.
+//
+// One Copy call runs one piece (a contiguous range) of an operation:
+//
+//  1. Classify both addresses (cuPointerGetAttributes: type, owning
+//     context, device ordinal, managed, allocation range). Host memory is
+//     memory CUDA does not know (pageable) and CUDA-known host memory with
+//     an owning context (cuMemHostAlloc, cuMemHostRegister); managed
+//     memory and host-located VMM memory (HOST, no context) are
+//     device-side. A device-side range that crosses the end of its
+//     allocation is CopyOutOfRange, source checked first (Side 0 src, 1
+//     dst): refused instead of faulting the GPU.
+//  2. Both sides host memory, or CopyForceCPU: CopyCPU. Nothing is issued
+//     and no context touched; the caller copies on the CPU (where a fault
+//     on a freed address can become an error).
+//  3. The kind and context. H2D runs on the destination's context, D2H on
+//     the source's; device to device on the source's, KindD2D when the
+//     destination runs on the same context, else KindPeer with PeerCtx the
+//     destination's. A buffer runs on its owning context; memory with none
+//     (VMM, pools) on primary[its ordinal] when that is set; managed memory
+//     with none on Ctx when the caller set CopyFallbackCtx and Ctx, else on
+//     the calling thread's current context. Otherwise CopyNeedPrimary with
+//     Device the ordinal (-1 for managed memory: unknown) and SeenPrimary
+//     0: the caller retains that device's primary context into primary[],
+//     or for Device -1 sets CopyFallbackCtx or CopyForceCPU, and retries.
+//  4. The context's id: cuCtxGetId (the handle on drivers without it). A
+//     context in primary[d] whose cuCtxGetId says CONTEXT_IS_DESTROYED is
+//     a retained primary context reset since (the handle persists):
+//     CopyNeedPrimary with Device d and SeenPrimary that context; the
+//     caller looks at device d again unless primary[d] changed meanwhile.
+//     From here on Ctx, CtxID and Kind (KindShort with CopySync) are set.
+//  5. The slot: slots[i] whose (CtxID, Ctx, Lane) equals (id, context,
+//     op.Lane), found without a lock. None: CopyNeedSlot (Slot -1, Device
+//     -1); the caller adds one (Slot.SetIdentity) and retries. From here on
+//     Slot is set.
+//  6. CopyLock (multi-thread ifaces): take the slot's lock word and check
+//     its identity again (emptied meanwhile: CopyNeedSlot). The lock comes
+//     back held on CopyQueued and CopyJoined, for the caller to book the
+//     piece and release it; it is released on every other status.
+//  7. What the slot lacks, in this order: CopyStale (drivers without
+//     cuCtxGetId: the slot's canary says its context's incarnation ended;
+//     the caller drops the slot); CopyNeedPeer (KindPeer and PeerCtx not in
+//     Peer[:NPeers]; the caller tries EnablePeer once and records PeerCtx
+//     there, the driver stages the copy if that failed); CopyNeedStream
+//     (Stream[Kind] is 0); then for a zcopy piece the event. The piece
+//     joins the previous one (CopyReuse, ReuseSlot == Slot, ReuseKind ==
+//     Kind, and ReuseSeq > Queried[Kind]: progress has not queried that
+//     queue entry, so its event may still be re-recorded): it re-records
+//     ReuseEvent. Otherwise it takes Slot.Event; 0 is CopyNeedEvent.
+//  8. Issue: push the context if it is not current, cuMemcpyAsync on
+//     Stream[Kind], then cuEventRecord (zcopy; if that fails the stream is
+//     synchronized, so no copy runs on the caller's buffers after an
+//     error) or cuStreamSynchronize (CopySync), pop if pushed. A short copy
+//     with CopyLock gives the lock up first and counts itself a user of
+//     the slot (Slot.WaitUsers). Outcomes: CopyDone (short), CopyQueued
+//     (Event is Slot.Event, now recorded after the piece: the caller pushes
+//     it on the context's queue Kind, whose sequence number becomes the
+//     next piece's ReuseSeq, and refills Slot.Event), CopyJoined (Event is
+//     ReuseEvent: that queue entry now stands for both pieces). A failed
+//     call is CopyDriverError with Err; a failed pop after an issued copy
+//     keeps its status and sets Err (EntryCtxPopCurrent).
+//
+// Progress (QueryEvents) raises Queried[k] under the slot's lock before it
+// queries queue k's entries, so a piece never re-records an event that
+// progress may already have seen complete and popped.
+
+/*
+#include "cd_shim.h"
+*/
+import "C"
+
+// Copy flags (CD_COPY_*); the protocol above says what each one does.
+const (
+	CopySync        = C.CD_COPY_SYNC         // short: the short stream, then synchronize
+	CopyForceCPU    = C.CD_COPY_FORCE_CPU    // managed memory without a usable context: CopyCPU
+	CopyFallbackCtx = C.CD_COPY_FALLBACK_CTX // managed memory without an owning context runs on Ctx
+	CopyReuse       = C.CD_COPY_REUSE        // the previous piece went to (ReuseSlot, ReuseKind) as ReuseSeq
+	CopyLock        = C.CD_COPY_LOCK         // take the slot's lock; held on Queued and Joined
+)
+
+// CopyStatus is the outcome of Interface.Copy (CD_COPY_*).
+type CopyStatus int32
+
+const (
+	CopyDone        CopyStatus = C.CD_COPY_DONE         // a synchronized short copy finished
+	CopyQueued      CopyStatus = C.CD_COPY_QUEUED       // issued on Slot, Kind; Event recorded after it
+	CopyNeedSlot    CopyStatus = C.CD_COPY_NEED_SLOT    // context Ctx (CtxID) has no slot for Lane
+	CopyNeedStream  CopyStatus = C.CD_COPY_NEED_STREAM  // slot Slot lacks the stream of Kind
+	CopyNeedEvent   CopyStatus = C.CD_COPY_NEED_EVENT   // slot Slot has no free event
+	CopyNeedPrimary CopyStatus = C.CD_COPY_NEED_PRIMARY // no context for memory on Device (-1 unknown)
+	CopyNeedPeer    CopyStatus = C.CD_COPY_NEED_PEER    // peer access from Slot to PeerCtx not tried yet
+	CopyOutOfRange  CopyStatus = C.CD_COPY_OUT_OF_RANGE // a range crosses its allocation's end (Side)
+	CopyDriverError CopyStatus = C.CD_COPY_DRIVER_ERROR // Err names the failed call
+	CopyJoined      CopyStatus = C.CD_COPY_JOINED       // issued on Slot, Kind; ReuseEvent re-recorded after it
+	CopyCPU         CopyStatus = C.CD_COPY_CPU          // both sides host memory: the caller copies on the CPU
+	CopyStale       CopyStatus = C.CD_COPY_STALE        // slot Slot matched by handle, but its incarnation ended
+)
+
+// CallError is a failed driver call as the C side reports it (struct
+// cd_err); Interface.Error turns it into a *Result.
+type CallError struct {
+	Entry  Entry // EntryNone for none
+	Result uint32
+}
+
+// CopyOp is one copy request and its outcome (struct cd_copy_op), as the
+// protocol above uses its fields.
+type CopyOp struct {
+	// In.
+	Dst, Src, Len uint64
+	Flags         uint32
+	NDevices      int32 // len(primary); Copy sets it
+	ReuseSlot     int32
+	ReuseKind     int32
+	ReuseEvent    Event
+	ReuseSeq      uint64 // the previous piece's queue entry, by sequence number
+	Lane          int32  // the endpoint's lane (Slot.Lane)
+	_             int32
+	// Out (Ctx is also in, with CopyFallbackCtx).
+	Slot        int32
+	Kind        int32
+	Device      int32
+	Side        int32
+	Ctx         Context
+	CtxID       uint64
+	PeerCtx     Context
+	Event       Event
+	SeenPrimary Context // CopyNeedPrimary: the primary context found ended, 0 if none was set
+	Err         CallError
+}

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package fakedrv_test
+
+// The cases of TestCopyConformance (conformance_test.go): each builds its
+// slot table, runs Copy and says what both drivers must answer, step by
+// step through the copy protocol (cudadrv/copy.go).
+
+import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+func h2d(e *env) cudadrv.CopyOp { return cudadrv.CopyOp{Src: e.h0, Dst: e.d0a, Len: 64} }
+
+// copying is a case that copies 64 bytes from src to dst and nothing else.
+func copying(buffers func(e *env) (src, dst uint64)) func(r *run) outcome {
+	return func(r *run) outcome {
+		src, dst := buffers(r.env)
+		return r.copy(cudadrv.CopyOp{Src: src, Dst: dst, Len: 64})
+	}
+}
+
+// A case builds its slots, runs Copy (once or more) and returns the last
+// outcome; want is what both drivers must say.
+type copyCase struct {
+	name            string
+	twoGPUs, strict bool // needs a second device / a fake driver
+	run             func(r *run) outcome
+	want            outcome
+}
+
+func cases() []copyCase {
+	needSlot := func(kind int32, ctx, id string) outcome {
+		return outcome{Status: cudadrv.CopyNeedSlot, Slot: -1, Kind: kind, Device: -1, Ctx: ctx, CtxID: id}
+	}
+	at0 := func(st cudadrv.CopyStatus, kind int32) outcome {
+		return outcome{Status: st, Slot: 0, Kind: kind, Ctx: "ctx0", CtxID: "id0"}
+	}
+	with := func(o outcome, f func(*outcome)) outcome { f(&o); return o }
+	reuse := func(r *run, queried uint64, free string, op cudadrv.CopyOp) outcome {
+		s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+		first := r.copy(h2d(r.env))
+		require.Equal(r.t, cudadrv.CopyQueued, first.Status)
+		// As the core books a queued piece: the event leaves the slot.
+		prev := s.Event
+		s.Event = 0
+		if free != "" {
+			s.Event = r.event(r.ctx[0], free)
+		}
+		s.Queried[cudadrv.KindH2D] = queried
+		op.Flags |= cudadrv.CopyReuse
+		op.ReuseEvent, op.ReuseSeq = prev, 1
+		return r.copy(op)
+	}
+	reuseOp := func(e *env, slot, kind int32) cudadrv.CopyOp {
+		op := h2d(e)
+		op.Src, op.ReuseSlot, op.ReuseKind = e.h0+64, slot, kind
+		return op
+	}
+	return []copyCase{
+		// Host to host: the caller copies on the CPU, no context touched.
+		{name: "host/pageable-pageable", run: copying(func(e *env) (uint64, uint64) { return e.h0, e.h1 }), want: outcome{Status: cudadrv.CopyCPU, Slot: -1}},
+		{name: "host/pinned-pageable", run: copying(func(e *env) (uint64, uint64) { return e.p0, e.h0 }), want: outcome{Status: cudadrv.CopyCPU, Slot: -1}},
+		{name: "host/pageable-pinned", run: copying(func(e *env) (uint64, uint64) { return e.h0, e.p0 }), want: outcome{Status: cudadrv.CopyCPU, Slot: -1}},
+		{name: "host/force-cpu-managed", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.m0, Dst: r.h0, Len: 64, Flags: cudadrv.CopyForceCPU})
+		}, want: outcome{Status: cudadrv.CopyCPU, Slot: -1}},
+
+		// No slot for the context yet.
+		{name: "no-slot/h2d", run: func(r *run) outcome { return r.copy(h2d(r.env)) },
+			want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
+		{name: "no-slot/d2h", run: copying(func(e *env) (uint64, uint64) { return e.d0a, e.h0 }), want: needSlot(cudadrv.KindD2H, "ctx0", "id0")},
+		{name: "no-slot/d2d", run: copying(func(e *env) (uint64, uint64) { return e.d0a, e.d0b }), want: needSlot(cudadrv.KindD2D, "ctx0", "id0")},
+		{name: "no-slot/peer", twoGPUs: true, run: copying(func(e *env) (uint64, uint64) { return e.d0a, e.d1 }), want: needSlot(cudadrv.KindPeer, "ctx0", "id0")},
+		{name: "no-slot/peer-d2h-side", twoGPUs: true, run: copying(func(e *env) (uint64, uint64) { return e.d1, e.d0a }), want: needSlot(cudadrv.KindPeer, "ctx1", "id1")},
+		{name: "no-slot/pinned-h2d", twoGPUs: true, run: copying(func(e *env) (uint64, uint64) { return e.p0, e.d1 }), want: needSlot(cudadrv.KindH2D, "ctx1", "id1")},
+		{name: "no-slot/managed", run: copying(func(e *env) (uint64, uint64) { return e.h0, e.m0 }), want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
+		{name: "no-slot/two-contexts-one-device", run: copying(func(e *env) (uint64, uint64) { return e.d0a, e.du }), want: needSlot(cudadrv.KindPeer, "ctx0", "id0")},
+		{name: "no-slot/user-context", run: copying(func(e *env) (uint64, uint64) { return e.h0, e.du }), want: needSlot(cudadrv.KindH2D, "user", "idU")},
+		{name: "no-slot/short", run: func(r *run) outcome {
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopySync
+			return r.copy(op)
+		}, want: needSlot(cudadrv.KindShort, "ctx0", "id0")},
+		{name: "no-slot/other-context-only", twoGPUs: true, run: func(r *run) outcome {
+			r.full(0, r.ctx[1], cudadrv.KindH2D, "ev1")
+			return r.copy(h2d(r.env))
+		}, want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
+
+		// A slot, but not everything in it.
+		{name: "no-stream/h2d", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0)
+			return r.copy(h2d(r.env))
+		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindH2D)},
+		{name: "no-stream/other-kind-only", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
+			return r.copy(h2d(r.env))
+		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindH2D)},
+		{name: "no-stream/short", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopySync
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindShort)},
+		{name: "no-peer/not-tried", twoGPUs: true, run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindPeer, "ev0")
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d1, Len: 64})
+		}, want: with(at0(cudadrv.CopyNeedPeer, cudadrv.KindPeer), func(o *outcome) { o.PeerCtx = "ctx1" })},
+		{name: "no-peer/before-stream", twoGPUs: true, run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0)
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d1, Len: 64})
+		}, want: with(at0(cudadrv.CopyNeedPeer, cudadrv.KindPeer), func(o *outcome) { o.PeerCtx = "ctx1" })},
+		{name: "no-stream/peer-tried", twoGPUs: true, run: func(r *run) outcome {
+			s := r.slot(0, r.ctx[0], 0)
+			s.Peer[0], s.NPeers = r.ctx[1], 1
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d1, Len: 64})
+		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindPeer)},
+		{name: "no-event/h2d", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindH2D] = r.stream(r.ctx[0])
+			return r.copy(h2d(r.env))
+		}, want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+
+		// Everything there: issued.
+		{name: "queued/h2d", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			o := r.copy(h2d(r.env))
+			// The piece completes, and progress and arm say so.
+			require.NoError(r.t, r.drv.StreamSynchronize(r.ctx[0], s.Stream[cudadrv.KindH2D]))
+			n, err := r.drv.QueryEvents(r.inc(0), []cudadrv.Event{s.Event})
+			assert.NoError(r.t, err)
+			assert.Equal(r.t, 1, n, "QueryEvents")
+			fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+			require.NoError(r.t, err)
+			defer unix.Close(fd)
+			busy, err := r.drv.Arm(r.inc(0), s.Stream[cudadrv.KindH2D], s.Event, fd)
+			assert.NoError(r.t, err)
+			assert.True(r.t, busy, "Arm on a completed head")
+			assert.False(r.t, r.drv.Gone(r.inc(0)), "Gone")
+			assert.False(r.t, r.drv.Gone(cudadrv.Incarnation{Ctx: r.user, ID: r.userID, PrimaryDevice: -1}), "Gone (user context)")
+			return o
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "queued/d2h", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 64})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
+		{name: "queued/d2d", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2D, "ev0")
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d0b, Len: 64})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "queued/peer", twoGPUs: true, run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindPeer, "ev0")
+			s.Peer[0], s.NPeers = r.ctx[1], 1
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d1, Len: 64})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindPeer), func(o *outcome) { o.Event = "ev0" })},
+		{name: "queued/second-slot", twoGPUs: true, run: func(r *run) outcome {
+			r.full(0, r.ctx[1], cudadrv.KindH2D, "ev1")
+			r.full(1, r.ctx[0], cudadrv.KindH2D, "ev0")
+			return r.copy(h2d(r.env))
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Slot, o.Event = 1, "ev0" })},
+		{name: "done/short", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindShort] = r.stream(r.ctx[0])
+			for i := range r.hb0 {
+				r.hb0[i], r.hb1[i] = byte(i*7+1), 0
+			}
+			up := cudadrv.CopyOp{Src: r.h0, Dst: r.d0a, Len: bufSize, Flags: cudadrv.CopySync}
+			require.Equal(r.t, cudadrv.CopyDone, r.copy(up).Status)
+			o := r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.h1, Len: bufSize, Flags: cudadrv.CopySync})
+			assert.Equal(r.t, r.hb0, r.hb1, "a short copy is synchronous: the bytes are back")
+			return o
+		}, want: outcome{Status: cudadrv.CopyDone, Slot: 0, Kind: cudadrv.KindShort, Ctx: "ctx0", CtxID: "id0"}},
+		{name: "done/short-leaves-free-event", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindShort, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopySync
+			return r.copy(op)
+		}, want: outcome{Status: cudadrv.CopyDone, Slot: 0, Kind: cudadrv.KindShort, Ctx: "ctx0", CtxID: "id0", Event: "ev0"}},
+
+		// The next piece of an operation on the same queue (CopyReuse).
+		{name: "reuse/joined", run: func(r *run) outcome { return reuse(r, 0, "", reuseOp(r.env, 0, cudadrv.KindH2D)) },
+			want: with(at0(cudadrv.CopyJoined, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "reuse/queried-needs-event", run: func(r *run) outcome { return reuse(r, 1, "", reuseOp(r.env, 0, cudadrv.KindH2D)) },
+			want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+		{name: "reuse/queried-queued", run: func(r *run) outcome { return reuse(r, 1, "ev1", reuseOp(r.env, 0, cudadrv.KindH2D)) },
+			want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev1" })},
+		{name: "reuse/other-kind", run: func(r *run) outcome { return reuse(r, 0, "", reuseOp(r.env, 0, cudadrv.KindD2H)) },
+			want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+		{name: "reuse/other-slot", run: func(r *run) outcome { return reuse(r, 0, "", reuseOp(r.env, 1, cudadrv.KindH2D)) },
+			want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+		{name: "reuse/short-never-joins", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			s.Stream[cudadrv.KindShort] = r.stream(r.ctx[0])
+			op := reuseOp(r.env, 0, cudadrv.KindShort)
+			op.Flags = cudadrv.CopySync | cudadrv.CopyReuse
+			op.ReuseEvent, op.ReuseSeq = s.Event, 1
+			return r.copy(op)
+		}, want: outcome{Status: cudadrv.CopyDone, Slot: 0, Kind: cudadrv.KindShort, Ctx: "ctx0", CtxID: "id0", Event: "ev0"}},
+
+		// Memory without an owning context runs on its device's primary context.
+		{name: "primary/none-retained", twoGPUs: true, run: copying(func(e *env) (uint64, uint64) { return e.h0, e.v1 }), want: outcome{Status: cudadrv.CopyNeedPrimary, Slot: -1, Device: 1}},
+		{name: "primary/none-retained-d2d", twoGPUs: true, run: copying(func(e *env) (uint64, uint64) { return e.d1, e.v1 }), want: outcome{Status: cudadrv.CopyNeedPrimary, Slot: -1, Device: 1}},
+		{name: "primary/retained", twoGPUs: true, run: func(r *run) outcome {
+			cudadrv.StorePrimary(r.primary, 1, r.ctx[1])
+			return r.copy(cudadrv.CopyOp{Src: r.v1, Dst: r.h0, Len: 64})
+		}, want: needSlot(cudadrv.KindD2H, "ctx1", "id1")},
+		{name: "primary/retained-d2d", twoGPUs: true, run: func(r *run) outcome {
+			cudadrv.StorePrimary(r.primary, 1, r.ctx[1])
+			return r.copy(cudadrv.CopyOp{Src: r.d1, Dst: r.v1, Len: 64})
+		}, want: needSlot(cudadrv.KindD2D, "ctx1", "id1")},
+
+		// A range crossing its allocation's end.
+		{name: "range/src", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.d0a + bufSize - 100, Dst: r.h0, Len: 200})
+		}, want: outcome{Status: cudadrv.CopyOutOfRange, Slot: -1, Side: 0}},
+		{name: "range/dst", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.h0, Dst: r.d0a + bufSize - 100, Len: 200})
+		}, want: outcome{Status: cudadrv.CopyOutOfRange, Slot: -1, Side: 1}},
+		{name: "range/both-src-first", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.d0a + bufSize - 1, Dst: r.d0b + bufSize - 1, Len: 2})
+		}, want: outcome{Status: cudadrv.CopyOutOfRange, Slot: -1, Side: 0}},
+		{name: "range/managed", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.h0, Dst: r.m0 + bufSize - 8, Len: 64})
+		}, want: outcome{Status: cudadrv.CopyOutOfRange, Slot: -1, Side: 1}},
+		{name: "range/exact-end-fits", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.h0, Dst: r.d0a + bufSize - 64, Len: 64})
+		}, want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
+
+		// CopyLock: the slot's lock comes back held on Queued and Joined only.
+		{name: "lock/queued-held", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked = "ev0", true })},
+		{name: "lock/joined-held", run: func(r *run) outcome {
+			op := reuseOp(r.env, 0, cudadrv.KindH2D)
+			op.Flags = cudadrv.CopyLock
+			return reuse(r, 0, "", op)
+		}, want: with(at0(cudadrv.CopyJoined, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked = "ev0", true })},
+		{name: "lock/need-event-released", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindH2D] = r.stream(r.ctx[0])
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+		{name: "lock/need-stream-released", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0)
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindH2D)},
+		{name: "lock/need-peer-released", twoGPUs: true, run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0)
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d1, Len: 64, Flags: cudadrv.CopyLock})
+		}, want: with(at0(cudadrv.CopyNeedPeer, cudadrv.KindPeer), func(o *outcome) { o.PeerCtx = "ctx1" })},
+		{name: "lock/short-released", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindShort] = r.stream(r.ctx[0])
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock | cudadrv.CopySync
+			return r.copy(op)
+		}, want: outcome{Status: cudadrv.CopyDone, Slot: 0, Kind: cudadrv.KindShort, Ctx: "ctx0", CtxID: "id0"}},
+		{name: "lock/no-slot", run: func(r *run) outcome {
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock
+			return r.copy(op)
+		}, want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
+
+		// Lanes: a slot is (context, lane).
+		{name: "lane/mismatch", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0").SetIdentity(r.id[0], r.ctx[0], 1)
+			return r.copy(h2d(r.env))
+		}, want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
+		{name: "lane/match", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			s := r.full(1, r.ctx[0], cudadrv.KindH2D, "ev1")
+			s.SetIdentity(r.id[0], r.ctx[0], 1)
+			op := h2d(r.env)
+			op.Lane = 1
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Slot, o.Event = 1, "ev1" })},
+
+		// Driver errors (fake drivers: the real one has undefined behaviour).
+		{name: "error/stream-of-other-context", twoGPUs: true, strict: true, run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			s.Stream[cudadrv.KindH2D] = r.stream(r.ctx[1])
+			before := r.violations()
+			o := r.copy(h2d(r.env))
+			assert.Equal(r.t, before+1, r.violations(), "one violation")
+			return o
+		}, want: with(at0(cudadrv.CopyDriverError, cudadrv.KindH2D), func(o *outcome) {
+			o.Err, o.Code = "cuMemcpyAsync", cudadrv.ErrorInvalidHandle
+		})},
+		{name: "error/event-of-other-context", twoGPUs: true, strict: true, run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			s.Event = r.event(r.ctx[1], "ev1")
+			before := r.violations()
+			o := r.copy(h2d(r.env))
+			assert.Equal(r.t, before+1, r.violations(), "one violation")
+			return o
+		}, want: with(at0(cudadrv.CopyDriverError, cudadrv.KindH2D), func(o *outcome) {
+			o.Err, o.Code = "cuEventRecord", cudadrv.ErrorInvalidHandle
+		})},
+		{name: "error/sticky", strict: true, run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			r.poison(r.ctx[0], cudadrv.ErrorIllegalAddress)
+			defer r.poison(r.ctx[0], 0)
+			return r.copy(h2d(r.env))
+		}, want: with(at0(cudadrv.CopyDriverError, cudadrv.KindH2D), func(o *outcome) {
+			o.Err, o.Code = "cuMemcpyAsync", cudadrv.ErrorIllegalAddress
+		})},
+
+		// Last: it resets device 1's primary context for good. A primary
+		// context retained into primary[] and reset since answers
+		// cuCtxGetId with CONTEXT_IS_DESTROYED (its handle persists).
+		{name: "primary/reset-since", twoGPUs: true, strict: true, run: func(r *run) outcome {
+			r.reset(1)
+			cudadrv.StorePrimary(r.primary, 1, r.ctx[1])
+			return r.copy(cudadrv.CopyOp{Src: r.h0, Dst: r.v1, Len: 64})
+		}, want: outcome{Status: cudadrv.CopyNeedPrimary, Slot: -1, Device: 1, SeenPrimary: "ctx1"}},
+	}
+}

@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package fakedrv
+
+// The Go port of cd_copy (cudadrv/cd_copy.c), which keeps the copy protocol
+// (cudadrv/copy.go), and of progress and arm (cudadrv/cd_progress.c:
+// cd_query_events, cd_arm, cd_incarnation_gone). conformance_test.go holds
+// Copy against cd_copy on the C fake driver.
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/cucopy/cucopy/cudadrv"
+)
+
+// mem is cd_mem: what one pointer is.
+type mem struct {
+	typ     uint32
+	ctx     cudadrv.Context
+	ordinal int
+	managed bool
+	start   uint64
+	size    uint64
+}
+
+// host is cd_is_host. cd_is_host also calls HOST memory without an owning
+// context (host-located VMM) device-side; the fake has no such memory, and
+// its AllocHost memory, which has no context, is host memory.
+func (m *mem) host() bool { return !m.managed && m.typ != memTypeDevice }
+
+// crossesEnd is cd_crosses_end.
+func (m *mem) crossesEnd(ptr, n uint64) bool {
+	if m.host() || m.size == 0 || ptr < m.start {
+		return false
+	}
+	off := ptr - m.start
+	return off >= m.size || n > m.size-off
+}
+
+func (d *Driver) classify(ptr uint64) (mem, bool) {
+	a := d.find(ptr)
+	if a == nil {
+		return mem{ordinal: -1}, false
+	}
+	m := mem{typ: a.typ, ctx: a.ctx, ordinal: a.dev, managed: a.managed}
+	if a.typ != 0 {
+		m.start, m.size = a.base, uint64(len(a.data))
+	}
+	return m, true
+}
+
+// execCtx is cd_exec_ctx.
+func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, status *cudadrv.CopyStatus) cudadrv.Context {
+	if m.ctx != 0 {
+		return m.ctx
+	}
+	if m.ordinal >= 0 && m.ordinal < int(op.NDevices) {
+		if p := cudadrv.LoadPrimary(primary, m.ordinal); p != 0 {
+			return p
+		}
+	}
+	if m.managed && op.Flags&cudadrv.CopyFallbackCtx != 0 && op.Ctx != 0 {
+		return op.Ctx
+	}
+	if m.managed && d.current != 0 {
+		return d.current
+	}
+	op.Device = int32(m.ordinal)
+	if m.managed {
+		op.Device = -1
+	}
+	op.SeenPrimary = 0
+	*status = cudadrv.CopyNeedPrimary
+	return 0
+}
+
+func driverErr(op *cudadrv.CopyOp, entry cudadrv.Entry, code uint32) cudadrv.CopyStatus {
+	op.Err = cudadrv.CallError{Entry: entry, Result: code}
+	return cudadrv.CopyDriverError
+}
+
+// Copy is cd_copy.
+func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp) cudadrv.CopyStatus {
+	d.mu.Lock()
+	if f := d.onCopy; f != nil {
+		d.mu.Unlock()
+		f()
+		d.mu.Lock()
+	}
+	defer d.mu.Unlock()
+	locked := false
+	st := d.copy(slots, primary, op, &locked)
+	if locked && st != cudadrv.CopyQueued && st != cudadrv.CopyJoined {
+		slots[op.Slot].Unlock()
+	}
+	return st
+}
+
+// copy is Copy under d.mu; *locked says it took the slot's lock (CopyLock).
+func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, locked *bool) cudadrv.CopyStatus {
+	d.enter("Copy")
+	op.NDevices = int32(len(primary))
+	op.Err = cudadrv.CallError{Entry: cudadrv.EntryNone}
+	op.Slot = -1
+	src, ok1 := d.classify(op.Src)
+	dst, ok2 := d.classify(op.Dst)
+	if !ok1 || !ok2 {
+		return driverErr(op, cudadrv.EntryPointerGetAttributes, ErrInvalidValue) // an address the fake never handed out
+	}
+	if src.crossesEnd(op.Src, op.Len) {
+		op.Side = 0
+		return cudadrv.CopyOutOfRange
+	}
+	if dst.crossesEnd(op.Dst, op.Len) {
+		op.Side = 1
+		return cudadrv.CopyOutOfRange
+	}
+	// Stricter than cd_copy, which leaves such a host range to the copy
+	// (a fault, or a CPU copy past the end): a violation.
+	from, to := d.span(op.Src, op.Len), d.span(op.Dst, op.Len)
+	if from == nil || to == nil {
+		d.violate(ErrIllegalAddress, "Copy: host range [0x%x -> 0x%x, +%d) leaves its allocation", op.Src, op.Dst, op.Len)
+		return driverErr(op, cudadrv.EntryMemcpyAsync, ErrIllegalAddress)
+	}
+	if (src.host() && dst.host()) || op.Flags&cudadrv.CopyForceCPU != 0 {
+		return cudadrv.CopyCPU // the caller copies (real Go memory: see alloc)
+	}
+
+	status := cudadrv.CopyDone
+	var kind int32
+	var ctx, peer cudadrv.Context
+	switch {
+	case src.host():
+		kind, ctx = cudadrv.KindH2D, d.execCtx(&dst, primary, op, &status)
+	case dst.host():
+		kind, ctx = cudadrv.KindD2H, d.execCtx(&src, primary, op, &status)
+	default:
+		ctx = d.execCtx(&src, primary, op, &status)
+		if ctx != 0 {
+			peer = d.execCtx(&dst, primary, op, &status)
+		}
+		kind = cudadrv.KindPeer
+		if peer == ctx {
+			kind = cudadrv.KindD2D
+		}
+	}
+	if ctx == 0 || (kind == cudadrv.KindPeer && peer == 0) {
+		return status
+	}
+	id := uint64(ctx)
+	if d.hasCtxID {
+		c := d.ctxs[ctx]
+		if c == nil || !c.alive {
+			// cuCtxGetId: a reset primary context is answered (the handle
+			// persists); any other dead context is a violation.
+			if c == nil || !c.primary {
+				d.violate(ErrContextDestroyed, "Copy: memory of dead context 0x%x", ctx)
+			}
+			for dev := 0; dev < int(op.NDevices); dev++ {
+				if cudadrv.LoadPrimary(primary, dev) == ctx {
+					op.Device, op.SeenPrimary = int32(dev), ctx
+					return cudadrv.CopyNeedPrimary
+				}
+			}
+			return driverErr(op, cudadrv.EntryCtxGetId, ErrContextDestroyed)
+		}
+		id = c.id
+	}
+	s := -1
+	for i := range slots {
+		if sid, sctx, lane := slots[i].Identity(); sid == id && sctx == ctx && lane == op.Lane {
+			s = i
+			break
+		}
+	}
+	op.Ctx, op.CtxID, op.Kind = ctx, id, kind
+	sync := op.Flags&cudadrv.CopySync != 0
+	if sync {
+		op.Kind = cudadrv.KindShort
+	}
+	if s < 0 {
+		op.Device = -1
+		return cudadrv.CopyNeedSlot
+	}
+	op.Slot = int32(s)
+	slot := &slots[s]
+	if op.Flags&cudadrv.CopyLock != 0 {
+		// Step 6 of the protocol. Never spin on the lock holding d.mu: its
+		// holder may need the driver meanwhile.
+		d.mu.Unlock()
+		slot.Lock()
+		d.mu.Lock()
+		if sid, sctx, lane := slot.Identity(); sid != id || sctx != ctx || lane != op.Lane { // emptied meanwhile
+			slot.Unlock()
+			op.Slot, op.Device = -1, -1
+			return cudadrv.CopyNeedSlot
+		}
+		*locked = true
+	}
+	if !d.hasCtxID && slot.Canary != 0 && d.gone(cudadrv.Incarnation{Ctx: ctx, Canary: slot.Canary, CanaryID: slot.CanaryID, PrimaryDevice: -1}) {
+		return cudadrv.CopyStale
+	}
+	if kind == cudadrv.KindPeer {
+		tried := false
+		for i := int32(0); i < slot.NPeers; i++ {
+			tried = tried || slot.Peer[i] == peer
+		}
+		if !tried {
+			op.PeerCtx = peer
+			return cudadrv.CopyNeedPeer
+		}
+	}
+	stream := slot.Stream[op.Kind]
+	if stream == 0 {
+		return cudadrv.CopyNeedStream
+	}
+	joined := !sync && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
+		op.ReuseSeq > slot.Queried[op.Kind]
+	event := slot.Event
+	if joined {
+		event = op.ReuseEvent
+	}
+	if !sync && event == 0 {
+		return cudadrv.CopyNeedEvent
+	}
+	if sync && *locked {
+		// Step 8 of the protocol: a short copy runs as a user, unlocked.
+		slot.AddUser()
+		defer slot.DoneUser()
+		slot.Unlock()
+		*locked = false
+	}
+	o, ok := d.streams[stream]
+	if err := d.owned("Copy", ctx, o, ok, "stream", uintptr(stream)); err != nil {
+		return driverErr(op, cudadrv.EntryMemcpyAsync, err.(*cudadrv.Result).Code)
+	}
+	if code := d.fault("Copy"); code != 0 {
+		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
+	}
+	if code := d.ctxs[ctx].poison; code != 0 {
+		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
+	}
+	w := &work{stream: stream, run: func() { copy(to, from) }}
+	d.pending = append(d.pending, w)
+	if sync {
+		d.syncStream(stream)
+		op.Event = event // as cd_copy: the slot's free event, untouched
+		return cudadrv.CopyDone
+	}
+	e, err := d.eventCall("Copy", ctx, event)
+	if err != nil {
+		d.syncStream(stream)
+		return driverErr(op, cudadrv.EntryEventRecord, err.(*cudadrv.Result).Code)
+	}
+	e.item = w
+	w.events = append(w.events, event)
+	op.Event = event
+	if joined {
+		return cudadrv.CopyJoined
+	}
+	return cudadrv.CopyQueued
+}
+
+// gone is cd_incarnation_gone: device-level state and the primary
+// handle's id only.
+func (d *Driver) gone(inc cudadrv.Incarnation) bool {
+	if inc.PrimaryDevice >= 0 && !d.ctxs[d.primary[inc.PrimaryDevice]].alive {
+		return true
+	}
+	if !d.hasCtxID { // the canary's allocation is the generation
+		if inc.Canary == 0 {
+			return false
+		}
+		a := d.find(inc.Canary)
+		c := d.ctxs[inc.Ctx]
+		return a == nil || a.id != inc.CanaryID || a.ctx != inc.Ctx || !c.alive || c.id != a.ctxGen
+	}
+	return inc.PrimaryDevice >= 0 && d.ctxs[inc.Ctx].id != inc.ID
+}
+
+// Gone is cd_incarnation_gone.
+func (d *Driver) Gone(inc cudadrv.Incarnation) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gone(inc)
+}
+
+// QueryEvents is cd_query_events.
+func (d *Driver) QueryEvents(inc cudadrv.Incarnation, events []cudadrv.Event) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gone(inc) {
+		return 0, cudadrv.ErrContextGone
+	}
+	ctx := inc.Ctx
+	c, err := d.live("QueryEvents", ctx)
+	if err != nil {
+		return 0, err
+	}
+	for n, ev := range events {
+		e, err := d.eventCall("QueryEvents", ctx, ev)
+		if err != nil {
+			return n, err
+		}
+		if c.poison != 0 {
+			return n, result("cuEventQuery", c.poison)
+		}
+		if e.item != nil {
+			return n, d.popFault()
+		}
+	}
+	return len(events), d.popFault()
+}
+
+// popFault is Fail("cuCtxPopCurrent", ...): cd_query_events reports a failed
+// pop of the context it pushed after the queries, with done unchanged.
+func (d *Driver) popFault() error {
+	if code := d.enter("cuCtxPopCurrent"); code != 0 {
+		return result("cuCtxPopCurrent", code)
+	}
+	return nil
+}
+
+// Arm is cd_arm.
+func (d *Driver) Arm(inc cudadrv.Incarnation, stream cudadrv.Stream, head cudadrv.Event, fd int) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gone(inc) {
+		return false, cudadrv.ErrContextGone
+	}
+	ctx := inc.Ctx
+	c, err := d.live("Arm", ctx)
+	if err != nil {
+		return false, err
+	}
+	e, err := d.eventCall("Arm", ctx, head)
+	if err != nil {
+		return false, err
+	}
+	if c.poison != 0 {
+		return false, result("cuEventQuery", c.poison)
+	}
+	if e.item == nil {
+		return true, nil
+	}
+	o, ok := d.streams[stream]
+	if err := d.owned("Arm", ctx, o, ok, "stream", uintptr(stream)); err != nil {
+		return false, err
+	}
+	if w := d.last(stream); w != nil {
+		w.fds = append(w.fds, fd)
+	} else {
+		var one = [8]byte{1}
+		_, _ = unix.Write(fd, one[:])
+	}
+	return false, nil
+}

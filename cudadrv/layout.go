@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package cudadrv
+
+// The Go mirrors of the C structs (Slot, CopyOp, MemInfo, Incarnation)
+// agree with cd_shim.h byte for byte: checked at compile time.
+
+/*
+#include "cd_shim.h"
+*/
+import "C"
+
+import "unsafe"
+
+// Each line compiles only when its two sides are equal: the index of a
+// one-element array must be the constant 0 (a difference below zero does
+// not compile either).
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(Slot{})-C.sizeof_cd_slot]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Device)-unsafe.Offsetof(C.cd_slot{}.device)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.lock)-unsafe.Offsetof(C.cd_slot{}.lock)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.users)-unsafe.Offsetof(C.cd_slot{}.users)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Lane)-unsafe.Offsetof(C.cd_slot{}.lane)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Queried)-unsafe.Offsetof(C.cd_slot{}.queried)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.CanaryID)-unsafe.Offsetof(C.cd_slot{}.canary_id)]
+
+	_ = [1]struct{}{}[unsafe.Sizeof(CopyOp{})-C.sizeof_cd_copy_op]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseEvent)-unsafe.Offsetof(C.cd_copy_op{}.reuse_event)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseSeq)-unsafe.Offsetof(C.cd_copy_op{}.reuse_seq)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Lane)-unsafe.Offsetof(C.cd_copy_op{}.lane)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Ctx)-unsafe.Offsetof(C.cd_copy_op{}.ctx)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SeenPrimary)-unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Err)-unsafe.Offsetof(C.cd_copy_op{}.err)]
+	_ = [1]struct{}{}[unsafe.Sizeof(CallError{})-C.sizeof_cd_err]
+
+	_ = [1]struct{}{}[unsafe.Sizeof(MemInfo{})-C.sizeof_cd_mem_info]
+	_ = [1]struct{}{}[unsafe.Offsetof(MemInfo{}.Type)-unsafe.Offsetof(C.cd_mem_info{}._type)]
+	_ = [1]struct{}{}[unsafe.Offsetof(MemInfo{}.BufferID)-unsafe.Offsetof(C.cd_mem_info{}.buffer_id)]
+	_ = [1]struct{}{}[unsafe.Offsetof(MemInfo{}.VMMLocationID)-unsafe.Offsetof(C.cd_mem_info{}.vmm_location_id)]
+
+	_ = [1]struct{}{}[unsafe.Sizeof(Incarnation{})-C.sizeof_cd_inc]
+	_ = [1]struct{}{}[unsafe.Offsetof(Incarnation{}.PrimaryDevice)-unsafe.Offsetof(C.cd_inc{}.primary_dev)]
+)

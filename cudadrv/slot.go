@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package cudadrv
+
+// The slot: one CUDA context's resources as the copy path reads them
+// (struct cd_slot), its lock word, and the stream kinds it holds.
+
+/*
+#include "cd_shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+)
+
+// Stream kinds: the zcopy directions (first NumAsyncKinds) and the short
+// stream (CD_KIND_*).
+const (
+	KindH2D       = C.CD_KIND_H2D
+	KindD2H       = C.CD_KIND_D2H
+	KindD2D       = C.CD_KIND_D2D  // both buffers in one context
+	KindPeer      = C.CD_KIND_PEER // device buffers of two different contexts
+	NumAsyncKinds = C.CD_NUM_ASYNC_KINDS
+	KindShort     = C.CD_KIND_SHORT
+	NumKinds      = C.CD_NUM_KINDS
+	MaxPeers      = C.CD_MAX_PEERS
+)
+
+// KindName names a stream kind for messages and statistics.
+func KindName(kind int) string {
+	switch kind {
+	case KindH2D:
+		return "h2d"
+	case KindD2H:
+		return "d2h"
+	case KindD2D:
+		return "d2d"
+	case KindPeer:
+		return "peer"
+	case KindShort:
+		return "short"
+	}
+	return fmt.Sprintf("kind%d", kind)
+}
+
+// Slot is one CUDA context's resources as the copy hot path needs them. It
+// mirrors struct cd_slot (layout.go checks the layout). The core owns and
+// writes it; Copy reads it during a call, as the copy protocol (copy.go)
+// says: on multi-thread ifaces it matches CtxID, Ctx and Lane without a
+// lock (the core writes them with SetIdentity) and reads the rest under
+// the slot's lock word (CopyLock).
+type Slot struct {
+	CtxID  uint64
+	Ctx    Context
+	Stream [NumKinds]Stream
+	Event  Event // the next free event, 0 if none
+	Peer   [MaxPeers]Context
+	// Drivers without cuCtxGetId: a 1-byte allocation in the context and its
+	// BUFFER_ID, the context's generation (see Incarnation).
+	Canary   uint64
+	CanaryID uint64
+	Device   int32
+	NPeers   int32
+	lock     int32 // see Lock
+	users    int32 // short copies running on the slot's streams without the lock
+	// Lane: multi-thread ifaces keep one slot per (context, lane), and an
+	// endpoint's copies use its lane (CopyOp.Lane). Set with SetIdentity.
+	Lane int32
+	_    int32
+	// Queried[k]: the entries of the context's queue k, by sequence number
+	// from 1, that progress has queried: a piece never re-records their
+	// events (CopyReuse), since progress may pop them.
+	Queried [NumAsyncKinds]uint64
+}
+
+// Lock takes the slot's lock word, shared with cd_copy (C atomics on the
+// same word): it guards the slot and its context's queues and event pool on
+// multi-thread ifaces. Copy hands it over held on CopyQueued and CopyJoined.
+func (s *Slot) Lock() {
+	for spins := 0; !s.TryLock(); spins++ {
+		if spins >= 64 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// TryLock takes the slot's lock word if it is free.
+func (s *Slot) TryLock() bool {
+	return atomic.LoadInt32(&s.lock) == 0 && atomic.CompareAndSwapInt32(&s.lock, 0, 1)
+}
+
+// Unlock releases the slot's lock word.
+func (s *Slot) Unlock() { atomic.StoreInt32(&s.lock, 0) }
+
+// Identity is the context and lane the slot belongs to (context 0, 0 for
+// none), read as a lock-free lookup does.
+func (s *Slot) Identity() (uint64, Context, int32) {
+	return atomic.LoadUint64(&s.CtxID), Context(atomic.LoadUintptr((*uintptr)(&s.Ctx))), atomic.LoadInt32(&s.Lane)
+}
+
+// SetIdentity gives the slot to a context's lane, or with (0, 0, 0) hides
+// it from every lookup. On multi-thread ifaces the caller holds the slot's
+// lock.
+func (s *Slot) SetIdentity(id uint64, ctx Context, lane int32) {
+	atomic.StoreInt32(&s.Lane, lane)
+	atomic.StoreUint64(&s.CtxID, id)
+	atomic.StoreUintptr((*uintptr)(&s.Ctx), uintptr(ctx))
+}
+
+// AddUser and DoneUser count a short copy that runs on the slot without its
+// lock (fake drivers; cd_copy does the same in C).
+func (s *Slot) AddUser()  { atomic.AddInt32(&s.users, 1) }
+func (s *Slot) DoneUser() { atomic.AddInt32(&s.users, -1) }
+
+// WaitUsers waits until no short copy runs on the slot: a slot hidden from
+// lookups (SetIdentity(0, 0, 0)) then has no copy in flight outside its queues.
+func (s *Slot) WaitUsers() {
+	for atomic.LoadInt32(&s.users) != 0 {
+		runtime.Gosched()
+	}
+}
+
+// LoadPrimary and StorePrimary read and write an entry of the primary-context
+// table passed to Copy: multi-thread ifaces change it while copies read it.
+func LoadPrimary(primary []Context, dev int) Context {
+	return Context(atomic.LoadUintptr((*uintptr)(&primary[dev])))
+}
+
+func StorePrimary(primary []Context, dev int, ctx Context) {
+	atomic.StoreUintptr((*uintptr)(&primary[dev]), uintptr(ctx))
+}
