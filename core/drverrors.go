@@ -8,39 +8,48 @@ import (
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-// Driver errors core tells apart.
+// The driver errors core tells apart, by the typed fields and predicates of
+// cudadrv.Result (never by message or call-name strings).
+
+// driverResult is err's *cudadrv.Result, nil when it holds none.
+func driverResult(err error) *cudadrv.Result {
+	var r *cudadrv.Result
+	if errors.As(err, &r) {
+		return r
+	}
+	return nil
+}
+
+// resultIs reports a driver error with CUresult code.
+func resultIs(err error, code uint32) bool {
+	r := driverResult(err)
+	return r != nil && r.Code == code
+}
 
 // leavingFailed reports whether a driver error came from leaving a context
 // (cuCtxPopCurrent) rather than from the operation itself.
 func leavingFailed(err error) bool {
-	var r *cudadrv.Result
-	return errors.As(err, &r) && r.Call == "cuCtxPopCurrent"
+	r := driverResult(err)
+	return r != nil && r.Entry == cudadrv.EntryCtxPopCurrent
 }
 
 // queryFailed reports a failed cuEventQuery: the piece it asked about
 // failed, and progress reports it on that piece's operation.
 func queryFailed(err error) bool {
-	var r *cudadrv.Result
-	return errors.As(err, &r) && r.Call == "cuEventQuery"
+	r := driverResult(err)
+	return r != nil && r.Entry == cudadrv.EntryEventQuery
 }
 
 // deinitialized says the driver is already gone (process exit): not an error.
 func deinitialized(err error) bool {
-	var r *cudadrv.Result
-	return errors.As(err, &r) && r.Code == cudadrv.ErrorDeinitialized
+	r := driverResult(err)
+	return r != nil && r.Deinitialized()
 }
 
 // sticky says the context carries a sticky error (an illegal address, a
 // failed launch, ...): the driver refuses every later call on it, releases
 // included, until the program resets it, which frees everything anyway.
 func sticky(err error) bool {
-	var r *cudadrv.Result
-	if !errors.As(err, &r) {
-		return false
-	}
-	switch r.Code {
-	case 700, 709, 710, 714, 715, 716, 717, 718, 719:
-		return true
-	}
-	return false
+	r := driverResult(err)
+	return r != nil && r.Sticky()
 }

@@ -225,6 +225,20 @@ func TestFlushAfterFailure(t *testing.T) {
 	assert.Equal(t, []done{{1, core.ErrCUDA}, {50, core.OK}}, comps)
 }
 
+// Arm on a context with a sticky error answers BUSY, not an error: the
+// failed query is progress's work, which fails the pieces.
+func TestArmStickyContextIsBusy(t *testing.T) {
+	r := newRig(t, 2)
+	dev, host := r.drv.AllocDevice(0, 64), r.drv.Pageable(64)
+	require.Equal(t, core.InProgress, r.put(host, dev, 8, 1))
+	r.drv.Poison(r.drv.Primary(0), fakedrv.ErrIllegalAddress)
+	st, err := r.ifc.Arm(core.EventSendComp)
+	require.NoError(t, err)
+	assert.Equal(t, core.ErrBusy, st)
+	_, comps := r.progress()
+	assert.Equal(t, []done{{1, core.ErrCUDA}}, comps)
+}
+
 func TestArm(t *testing.T) {
 	r := newRig(t, 2)
 	fd, err := r.ifc.EventFD()

@@ -3,7 +3,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -225,8 +224,7 @@ func (c *Context) MemAlloc(typ MemType, device int, activate bool, length uint64
 		if owns {
 			c.releasePrimary(dev)
 		}
-		var r *cudadrv.Result
-		if errors.As(err, &r) && r.Code == 2 { // CUDA_ERROR_OUT_OF_MEMORY
+		if resultIs(err, cudadrv.ErrorOutOfMemory) {
 			return 0, &Error{Status: ErrNoMemory, Op: api, Msg: fmt.Sprintf("%d bytes on device %d", length, dev), Err: err}
 		}
 		return 0, driverError(api, fmt.Sprintf("%d bytes on device %d", length, dev), err)
@@ -344,8 +342,7 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 		if owns {
 			c.releasePrimary(dev)
 		}
-		var r *cudadrv.Result
-		if errors.As(err, &r) && r.Code == cudadrv.ErrorHostMemoryAlreadyRegistered {
+		if resultIs(err, cudadrv.ErrorHostMemoryAlreadyRegistered) {
 			return nil, &Error{Status: ErrAlreadyExists, Op: api, Msg: fmt.Sprintf("[0x%x, +%d) overlaps a registered range", addr, length), Err: err}
 		}
 		return nil, driverError(api, fmt.Sprintf("[0x%x, +%d)", addr, length), err)
@@ -409,8 +406,7 @@ func (c *Context) unregister(api string, reg *Registration) error {
 		defer c.releasePrimary(dev)
 	}
 	err = c.drv.HostUnregister(ctx, reg.addr)
-	var r *cudadrv.Result
-	if errors.As(err, &r) && r.Code == cudadrv.ErrorHostMemoryNotRegistered {
+	if resultIs(err, cudadrv.ErrorHostMemoryNotRegistered) {
 		logf(LogInfo, "mem_dereg: [0x%x, +%d) was no longer registered (its context is gone)", reg.addr, reg.length)
 		return nil
 	}
