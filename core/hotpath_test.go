@@ -33,10 +33,7 @@ func TestHotPathOneCrossingNoAllocation(t *testing.T) {
 }
 
 func testHotPath(t *testing.T, mode core.ThreadMode) {
-	path := drvtest.DriverPath()
-	if path == "" {
-		t.Skip("no driver: build the fake one (make build) or set CUCOPY_CUDA_DRIVER")
-	}
+	path := drvtest.PathOrSkip(t)
 	require.NoError(t, drvtest.Load(path))
 	drv, err := cudadrv.Open(path)
 	require.NoError(t, err)
@@ -93,10 +90,7 @@ func testHotPath(t *testing.T, mode core.ThreadMode) {
 // BenchmarkZcopyRate is the perftest's rate loop on core directly (no C ABI
 // crossing in): 8-byte H2D zcopies, 8 in flight, progress polled.
 func BenchmarkZcopyRate(b *testing.B) {
-	path := drvtest.DriverPath()
-	if path == "" {
-		b.Skip("no driver: build the fake one (make build) or set CUCOPY_CUDA_DRIVER")
-	}
+	path := drvtest.PathOrSkip(b)
 	require.NoError(b, drvtest.Load(path))
 	drv, err := cudadrv.Open(path)
 	require.NoError(b, err)

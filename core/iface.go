@@ -51,8 +51,10 @@ type IfaceParams struct {
 // completions ready to run; operations are counted down with atomics
 // (operation.go), and cbMu lets one thread at a time run completions.
 //
-// Lock order: mu, a slot's claim, flushMu, a slot's lock, readyMu.
-// Single-thread ifaces take none of these locks.
+// Lock order: mu, a slot's claim, flushMu, a slot's lock, readyMu; an
+// endpoint's free-list lock (Ep.mu) is a leaf, taken under a slot's lock
+// when a completed operation is recycled. Single-thread ifaces take none
+// of these locks.
 type Iface struct {
 	ctx     *Context
 	drv     cudadrv.Interface
@@ -134,19 +136,19 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 // ifaceLock is a mutex that only multi-thread ifaces take: a single-thread
 // iface's caller serializes its calls, and it takes no lock at all.
 type ifaceLock struct {
-	sync.Mutex
+	m     sync.Mutex // never used directly: lock and unlock look at multi
 	multi bool
 }
 
 func (l *ifaceLock) lock() {
 	if l.multi {
-		l.Lock()
+		l.m.Lock()
 	}
 }
 
 func (l *ifaceLock) unlock() {
 	if l.multi {
-		l.Unlock()
+		l.m.Unlock()
 	}
 }
 

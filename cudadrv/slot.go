@@ -49,9 +49,10 @@ func KindName(kind int) string {
 // Slot is one CUDA context's resources as the copy hot path needs them. It
 // mirrors struct cd_slot (layout.go checks the layout). The core owns and
 // writes it; Copy reads it during a call, as the copy protocol (copy.go)
-// says: on multi-thread ifaces it matches CtxID, Ctx and Lane without a
-// lock (the core writes them with SetIdentity) and reads the rest under
-// the slot's lock word (CopyLock).
+// says: on single-thread ifaces the core writes it only between calls; on
+// multi-thread ifaces Copy matches CtxID, Ctx and Lane without a lock (the
+// core writes them with SetIdentity) and reads the rest under the slot's
+// lock word (CopyLock).
 type Slot struct {
 	CtxID  uint64
 	Ctx    Context

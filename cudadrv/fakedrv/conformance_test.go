@@ -77,10 +77,7 @@ var (
 // cBackend is the binding on the C driver: one per process, as the binding
 // itself (the C fake's knobs are environment variables read at load).
 func cBackend(t *testing.T) *backend {
-	path := drvtest.DriverPath()
-	if path == "" {
-		t.Skip("the C fake driver is not built: make build makes build/fakecuda/libcuda.so.1 (or set CUCOPY_CUDA_DRIVER)")
-	}
+	path := drvtest.PathOrSkip(t)
 	cOnce.Do(func() {
 		if os.Getenv("FAKECUDA_QUIET") == "" {
 			os.Setenv("FAKECUDA_QUIET", "1") // the violation cases count, not print

@@ -26,10 +26,14 @@ import (
 
 // Driver is the fake. All methods are safe for concurrent use.
 type Driver struct {
-	mu          sync.Mutex
-	devices     int
-	hasCtxID    bool
-	allocs      []*alloc
+	mu       sync.Mutex
+	devices  int
+	hasCtxID bool
+	allocs   []*alloc
+	// freed keeps the Go memory behind freed CPU-visible allocations
+	// referenced, so that its addresses are never handed out again: a use
+	// after free reads as unknown memory, never as a newer allocation.
+	freed       [][]byte
 	next        map[uint64]uint64 // range base -> next free address
 	ctxs        map[cudadrv.Context]*context
 	primary     []cudadrv.Context

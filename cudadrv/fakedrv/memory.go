@@ -209,6 +209,9 @@ func (d *Driver) MemFree(ctx cudadrv.Context, kind cudadrv.MemKind, ptr uint64) 
 	for i, a := range d.allocs {
 		if a.base == ptr && a.typ != 0 {
 			d.allocs = append(d.allocs[:i], d.allocs[i+1:]...)
+			if a.cpu() {
+				d.freed = append(d.freed, a.data)
+			}
 			return nil
 		}
 	}

@@ -111,6 +111,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 )
 
 // DriverPath is the driver to test against: $CUCOPY_CUDA_DRIVER, else the
@@ -124,6 +125,23 @@ func DriverPath() string {
 	p := filepath.Join(filepath.Dir(file), "..", "..", "build", "fakecuda", "libcuda.so.1")
 	if _, err := os.Stat(p); err != nil {
 		return ""
+	}
+	return p
+}
+
+// PathOrSkip is DriverPath for a test that needs a C driver: without one it
+// skips the test, except under CI (CI set, as in .ci/run), where make test
+// builds the fake driver before the Go tests and a missing one means the
+// test would prove nothing: it fails.
+func PathOrSkip(t testing.TB) string {
+	t.Helper()
+	p := DriverPath()
+	if p == "" {
+		const why = "no C driver: make build makes build/fakecuda/libcuda.so.1 (or set CUCOPY_CUDA_DRIVER)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(why + "; CI is set, so this is a failure, not a skip")
+		}
+		t.Skip(why)
 	}
 	return p
 }
