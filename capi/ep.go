@@ -87,6 +87,6 @@ func cucopyGoEpFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int {
 		if flags != 0 {
 			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
 		}
-		return result(ep.Flush(uintptr(comp)))
+		return result(ep.Flush(uintptr(comp), inCallbackOf(ep.Iface())))
 	})
 }

@@ -126,9 +126,6 @@ func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
 	})
 }
 
-// complete runs one completion's callback (cucopy_complete, in C).
-func complete(comp uintptr, st core.Status) { C.cucopy_complete(C.uintptr_t(comp), C.int(st)) }
-
 //export cucopyGoIfaceProgress
 func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 	return call(ifaces, h, "iface_progress", func(iface *core.Iface) C.int {
@@ -139,9 +136,18 @@ func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 		}
 		// Completions run one at a time, in order, outside the iface's
 		// locks: a callback may call back into the library.
-		iface.RunCallbacks(complete)
+		serial := C.uint64_t(iface.Serial())
+		iface.RunCallbacks(func(comp uintptr, st core.Status) {
+			C.cucopy_complete(C.uintptr_t(comp), C.int(st), serial)
+		})
 		return C.int(n)
 	})
+}
+
+// inCallbackOf says the calling thread is running one of iface's
+// completion callbacks.
+func inCallbackOf(iface *core.Iface) bool {
+	return uint64(C.cucopy_running_iface()) == iface.Serial()
 }
 
 //export cucopyGoIfaceFlush
@@ -151,7 +157,7 @@ func cucopyGoIfaceFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int 
 		if flags != 0 {
 			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
 		}
-		return result(iface.Flush(op, uintptr(comp)))
+		return result(iface.Flush(op, uintptr(comp), inCallbackOf(iface)))
 	})
 }
 

@@ -70,13 +70,27 @@ static cucopy_status_t refuse_forked(const char *op)
         return out_status;                                                             \
     } while (0)
 
-void cucopy_complete(uintptr_t comp_addr, int status)
+/* The iface (core.Iface.Serial) whose completion callback this thread is
+ * running, 0 if none: a flush called from inside one cannot wait for
+ * callbacks (its own, or those queued behind it on this thread). */
+static __thread uint64_t running_iface;
+
+void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_serial)
 {
     cucopy_completion_t *comp = (cucopy_completion_t *)comp_addr;
     if (status < 0 && comp->status == CUCOPY_OK)
         comp->status = (cucopy_status_t)status;
-    if (--comp->count == 0 && comp->func != NULL)
+    if (--comp->count == 0 && comp->func != NULL) {
+        uint64_t outer = running_iface; /* a callback may progress another iface */
+        running_iface = iface_serial;
         comp->func(comp);
+        running_iface = outer;
+    }
+}
+
+uint64_t cucopy_running_iface(void)
+{
+    return running_iface;
 }
 
 unsigned cucopy_get_version(void)

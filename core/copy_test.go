@@ -43,7 +43,7 @@ func TestHostToHostIsCPUCopy(t *testing.T) {
 					assert.Zero(t, r.drv.Calls(m), m)
 				}
 				assert.Zero(t, r.drv.PrimaryRetains(0))
-				st, err := r.ifc.Flush("iface_flush", 5)
+				st, err := r.ifc.Flush("iface_flush", 5, false)
 				require.NoError(t, err)
 				assert.Equal(t, core.OK, st)
 			})

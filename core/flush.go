@@ -20,7 +20,15 @@ type flushTarget struct {
 
 // Flush returns OK when nothing is outstanding, else InProgress, with comp
 // (if non-zero) completed once everything issued before has completed.
-func (i *Iface) Flush(api string, comp uintptr) (Status, error) {
+// An operation has completed when its completion callback has returned:
+// a flush that finds every piece finished but completions still ready or
+// running (on another thread of a multi-thread iface) is not done yet, and
+// its comp is made ready behind them, so it runs after they returned.
+// fromCallback says the caller is one of this iface's completion callbacks
+// (capi knows it from cucopy_complete): the flush then cannot wait for
+// callbacks, its own or those queued behind it on its thread, and covers
+// the copies only.
+func (i *Iface) Flush(api string, comp uintptr, fromCallback bool) (Status, error) {
 	i.mu.lock()
 	defer i.mu.unlock()
 	if i.closed.Load() {
@@ -42,21 +50,27 @@ func (i *Iface) Flush(api string, comp uintptr) (Status, error) {
 			}
 		}
 	}
-	if len(targets) == 0 {
+	if len(targets) > 0 {
+		i.flushMu.lock()
+		i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
+		i.nflushes.Store(int32(len(i.flushes)))
+		i.flushMu.unlock()
+		return InProgress, nil
+	}
+	if fromCallback || i.nready.Load()+i.nrunning.Load() == 0 {
 		return OK, nil
 	}
-	i.flushMu.lock()
-	i.flushes = append(i.flushes, flushReq{comp: comp, targets: targets})
-	i.nflushes.Store(int32(len(i.flushes)))
-	i.flushMu.unlock()
+	if comp != 0 {
+		i.makeReady(comp, OK) // behind the completions it covers
+	}
 	return InProgress, nil
 }
 
 // Flush flushes the endpoint. Its operations share the iface's queues, so
 // this waits for everything issued on the iface before it: a superset of
 // the endpoint's operations.
-func (e *Ep) Flush(comp uintptr) (Status, error) {
-	return e.iface.Flush("ep_flush", comp)
+func (e *Ep) Flush(comp uintptr, fromCallback bool) (Status, error) {
+	return e.iface.Flush("ep_flush", comp, fromCallback)
 }
 
 // completeFlushes makes ready the flushes whose targets are reached. A

@@ -60,6 +60,7 @@ type Iface struct {
 	drv     cudadrv.Interface
 	params  IfaceParams
 	multi   bool
+	serial  uint64 // unique in the process (Serial)
 	mu      ifaceLock
 	flushMu ifaceLock  // flushes
 	readyMu ifaceLock  // ready
@@ -76,6 +77,7 @@ type Iface struct {
 	completed atomic.Int64 // operations whose last piece finished since the last Progress
 	ready     []readyComp  // completions to run, oldest first; under readyMu
 	nready    atomic.Int64 // completions made ready and not yet run
+	nrunning  atomic.Int64 // callbacks running now (RunCallbacks)
 	batch     []readyComp  // what RunCallbacks is running; the cbMu holder's
 	cbRunning bool         // single-thread: RunCallbacks is running (a callback called progress)
 	flushes   []flushReq   // under flushMu
@@ -125,6 +127,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		res:     make([]ctxResources, MaxSlots),
 		primary: make([]cudadrv.Context, c.devices),
 		fd:      -1,
+		serial:  ifaceSerials.Add(1),
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	if c.cfg.Stats {
@@ -132,6 +135,13 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	return i, nil
 }
+
+// ifaceSerials numbers the ifaces of the process, from 1.
+var ifaceSerials atomic.Uint64
+
+// Serial is the iface's number, unique in the process and never 0: what
+// capi's C side records as "the iface whose callback this thread runs".
+func (i *Iface) Serial() uint64 { return i.serial }
 
 // ifaceLock is a mutex that only multi-thread ifaces take: a single-thread
 // iface's caller serializes its calls, and it takes no lock at all.

@@ -92,7 +92,7 @@ func TestMultiThread(t *testing.T) {
 					break
 				}
 				if k%50 == 0 {
-					if _, err := eps[w].Flush(0); err != nil {
+					if _, err := eps[w].Flush(0, false); err != nil {
 						failed.Add(1)
 					}
 				}
@@ -121,7 +121,7 @@ func TestMultiThread(t *testing.T) {
 	for w := range bufs {
 		eqBytes(t, r.drv.Bytes(bufs[w].host, size*perW), r.drv.Bytes(bufs[w].dev, size*perW), "worker %d", w)
 	}
-	st, err := r.ifc.Flush("iface_flush", 1)
+	st, err := r.ifc.Flush("iface_flush", 1, false)
 	require.NoError(t, err)
 	assert.Equal(t, core.OK, st)
 	assert.LessOrEqual(t, r.drv.LiveEvents(), 3*core.DefaultLanes*8, "event cap per context and lane")
@@ -252,7 +252,7 @@ func TestMultiReleaseWhileCopying(t *testing.T) {
 				readable(t, fd)
 			}
 			if k%11 == 0 {
-				if _, err := r.ifc.Flush("iface_flush", uintptr(workers*perW+1)); err != nil {
+				if _, err := r.ifc.Flush("iface_flush", uintptr(workers*perW+1), false); err != nil {
 					fail("flush: %v", err)
 				}
 			}

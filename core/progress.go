@@ -267,8 +267,10 @@ func (i *Iface) runBatches(run func(comp uintptr, st Status)) {
 		}
 		for k, rc := range batch {
 			batch[k] = readyComp{}
+			i.nrunning.Add(1) // before nready drops: a flush sees it one way or the other
 			i.nready.Add(-1)
 			run(rc.comp, rc.status)
+			i.nrunning.Add(-1)
 		}
 		i.batch = batch[:0]
 	}

@@ -200,7 +200,7 @@ func TestQueryEventsPopFailure(t *testing.T) {
 	r.drv.Run()
 	_, comps = r.progress()
 	assert.Equal(t, []done{{3, 0}, {4, 0}, {5, 0}}, comps)
-	st, err := r.ifc.Flush("iface_flush", 9)
+	st, err := r.ifc.Flush("iface_flush", 9, false)
 	require.NoError(t, err)
 	assert.Equal(t, core.OK, st)
 }

@@ -478,7 +478,10 @@ CUCOPY_API int cucopy_iface_progress(cucopy_iface_h iface);
 
 /**
  * Flush: completes once every operation issued on the iface before the call
- * has completed.
+ * has completed, its completion callback included: while a covered callback
+ * is still pending or running on another thread, flush is not done (@a comp
+ * runs after it). Called from inside one of this iface's completion
+ * callbacks it covers the copies only (it cannot wait for its own callback).
  * @param flags must be 0.
  * @param comp  NULL or a completion; with ::CUCOPY_INPROGRESS its count is
  *              decremented once all those operations completed (inside

@@ -11,6 +11,9 @@
  *    order (the header's ordering rule);
  *  - an ep destroyed with ops outstanding: they still complete (iface flush);
  *  - a completion callback that issues the next zcopy;
+ *  - a completion callback that flushes with NULL until OK (and progresses
+ *    meanwhile): it returns OK once the copies are done, although the
+ *    callback itself, and any queued behind it, has not returned;
  *  - flush with nothing outstanding returns OK and leaves its completion alone.
  * All copied data is verified.
  */
@@ -371,6 +374,63 @@ static void zcopy_from_callback(void)
     tc_case_end();
 }
 
+/* A callback that flushes with NULL until OK, progressing in between: from
+ * inside a callback a flush covers the copies only (it cannot wait for the
+ * callback running it, nor for those queued behind it on this thread). */
+struct flush_in_callback {
+    struct tc_comp first;
+    struct tc_comp second;
+    cucopy_status_t iface_status;
+    cucopy_status_t ep_status;
+};
+
+static void flush_from_callback_fired(cucopy_completion_t *self)
+{
+    struct flush_in_callback *f =
+        (struct flush_in_callback *)((char *)self - offsetof(struct flush_in_callback, first.comp));
+    f->first.fired++;
+    double deadline = tc_now() + 10.0;
+    while ((f->iface_status = cucopy_iface_flush(iface, 0, NULL)) == CUCOPY_INPROGRESS &&
+           tc_now() < deadline)
+        cucopy_iface_progress(iface); /* pops the second piece; its callback waits for us */
+    f->ep_status = cucopy_ep_flush(eps[0], 0, NULL);
+}
+
+static void flush_from_callback(void)
+{
+    const unsigned char *data1 = op_data(0, 7);
+    const unsigned char *data2 = op_data(1, 7);
+    struct flush_in_callback f;
+    memset(&f, 0, sizeof(f));
+    tc_comp_init(&f.first, 1);
+    tc_comp_init(&f.second, 1);
+    f.first.comp.func = flush_from_callback_fired;
+    tc_buf_write(&host_src, 0, data1, SLOT);
+    tc_buf_write(&host_src, SLOT, data2, SLOT);
+
+    tc_case_begin("flush(NULL) until OK from a completion callback");
+    cucopy_iov_t iov1 = {host_src.host, SLOT};
+    cucopy_iov_t iov2 = {(char *)host_src.host + SLOT, SLOT};
+    cucopy_status_t s1 =
+        cucopy_ep_put_zcopy(eps[0], &iov1, 1, tc_buf_addr(&dev_dst[0], 0), &f.first.comp);
+    cucopy_status_t s2 =
+        cucopy_ep_put_zcopy(eps[0], &iov2, 1, tc_buf_addr(&dev_dst[0], SLOT), &f.second.comp);
+    CHECK_STATUS(s1, CUCOPY_INPROGRESS);
+    CHECK_STATUS(s2, CUCOPY_INPROGRESS);
+    progress_until(&f.first, &f.second);
+    CHECKF(f.first.fired == 1 && f.second.fired == 1, "completions fired %d and %d times",
+           f.first.fired, f.second.fired);
+    CHECK_STATUS(f.iface_status, CUCOPY_OK);
+    CHECK_STATUS(f.ep_status, CUCOPY_OK);
+    CHECKF(f.second.order > f.first.order, "the second callback ran before the first returned");
+    unsigned char back[SLOT];
+    tc_buf_read(&dev_dst[0], 0, back, SLOT);
+    CHECKF(memcmp(back, data1, SLOT) == 0, "first copy: data differs");
+    tc_buf_read(&dev_dst[0], SLOT, back, SLOT);
+    CHECKF(memcmp(back, data2, SLOT) == 0, "second copy: data differs");
+    tc_case_end();
+}
+
 static void flush_idle(void)
 {
     struct tc_comp f;
@@ -423,6 +483,7 @@ int main(void)
     flush_without_completion();
     ep_destroyed_with_ops_outstanding();
     zcopy_from_callback();
+    flush_from_callback();
     flush_idle();
 
     CHECK_STATUS(cucopy_ep_destroy(eps[0]), CUCOPY_OK);
