@@ -152,6 +152,10 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		}
 		st, err := i.issuePiece(api, req, op)
 		if err != nil {
+			if st == cudadrv.CopyNeedEvent && i.neverFits(queued[:n], req) {
+				err = errorf(ErrInvalid, api, "the operation needs more than max_events (%d) events in CUDA context id %d: its iov runs there in more than %d separate stretches; raise max_events (CUCOPY_MAX_EVENTS) or split the iov",
+					i.params.MaxEvents, req.CtxID, i.params.MaxEvents)
+			}
 			i.waitQueued(queued[:n], e.lane)
 			op.abandoned = true
 			i.endIssue(op, n)
@@ -168,6 +172,21 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		return OK, nil // CPU copies only: done
 	}
 	return InProgress, nil
+}
+
+// neverFits says that an operation refused an event for req's slot can
+// never be issued: its own queued pieces already hold max_events events
+// there (each queued piece has an event of its own; joined ones share), so
+// a retry would need more than the cap however much progress frees.
+// Back-pressure (CUCOPY_ERR_NO_RESOURCE, retry) would then loop forever.
+func (i *Iface) neverFits(queued []pieceRef, req *cudadrv.CopyOp) bool {
+	own := 0
+	for _, p := range queued {
+		if p.slot == req.Slot && p.id == req.CtxID {
+			own++
+		}
+	}
+	return own >= int(i.params.MaxEvents)
 }
 
 // request is the CopyOp a copy is issued with: the iface's own on a

@@ -251,3 +251,41 @@ func TestIOVLongerThanEventCap(t *testing.T) {
 	assert.Equal(t, []done{{1, core.OK}}, comps)
 	eqBytes(t, want, r.drv.Bytes(dev, 3000))
 }
+
+// An operation that needs more events in one context than max_events can
+// never be issued: a clear CUCOPY_ERR_INVALID_PARAM, not NO_RESOURCE (which
+// asks for a retry that would fail forever). An operation refused only
+// because other operations hold the events stays NO_RESOURCE.
+func TestOperationThatNeverFits(t *testing.T) {
+	r := newRig(t, 2, func(p *core.IfaceParams) { p.MaxEvents = 1 })
+	dev0, dev1, host := r.drv.AllocDevice(0, 64), r.drv.AllocDevice(1, 64), r.drv.Pageable(64)
+	// A put gathering device 0, device 1, device 0 into host memory: two
+	// separate stretches on device 0, so two events there.
+	iov := []core.IOV{{uintptr(dev0), 8}, {uintptr(dev1), 8}, {uintptr(dev0 + 8), 8}}
+	for try := 0; try < 3; try++ {
+		st, err := r.zcopy(true, iov, host, 1)
+		errStatus(t, core.ErrInvalid, err)
+		assert.Equal(t, core.ErrInvalid, st, "try %d", try)
+		assert.Contains(t, err.Error(), "max_events")
+		r.drv.Run()
+		_, comps := r.progress()
+		assert.Empty(t, comps, "a failed operation has no completion")
+	}
+
+	// Device 0's only event held by another operation: retry later.
+	st, err := r.zcopy(true, iov[:1], host, 2)
+	require.NoError(t, err)
+	require.Equal(t, core.InProgress, st)
+	st, err = r.zcopy(true, iov[2:], host+8, 3)
+	errStatus(t, core.ErrNoResource, err)
+	assert.Equal(t, core.ErrNoResource, st)
+	r.drv.Run()
+	_, comps := r.progress()
+	require.Equal(t, []done{{2, core.OK}}, comps)
+	st, err = r.zcopy(true, iov[2:], host+8, 3)
+	require.NoError(t, err)
+	assert.Equal(t, core.InProgress, st)
+	r.drv.Run()
+	_, comps = r.progress()
+	assert.Equal(t, []done{{3, core.OK}}, comps)
+}

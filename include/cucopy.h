@@ -405,7 +405,10 @@ typedef struct cucopy_iface_params {
     /** Events (outstanding zcopy pieces) per CUDA context (and, on a
      *  ::CUCOPY_THREAD_MODE_MULTI iface, per lane: see $CUCOPY_LANES);
      *  reaching it makes zcopy return ::CUCOPY_ERR_NO_RESOURCE until progress
-     *  frees some. Default $CUCOPY_MAX_EVENTS, else 4096. At least 1. */
+     *  frees some; an operation that needs more than max_events events in
+     *  one context by itself (one per run of consecutive iov entries on one
+     *  stream) gets ::CUCOPY_ERR_INVALID_PARAM instead. Default
+     *  $CUCOPY_MAX_EVENTS, else 4096. At least 1. */
     unsigned max_events;
 } cucopy_iface_params_t;
 

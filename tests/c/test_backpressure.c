@@ -15,8 +15,9 @@
  *    an env value and as a param;
  *  - phase C: an operation needs one event per run of consecutive pieces on
  *    one stream: an iov of 8 pieces to one device goes through with
- *    max_events = 1 (put and get); a 2-run iov needs 2 (NO_RESOURCE with 1,
- *    even with nothing in flight, and the pool is not leaked by it);
+ *    max_events = 1 (put and get); a 2-run iov needs 2 (with 1 it can never
+ *    be issued: INVALID_PARAM naming max_events, not a NO_RESOURCE to retry
+ *    forever, and the pool is not leaked by it);
  *  - phase D: thousands of mixed zcopies (put/get, H2D/D2H/D2D/peer, 1-4
  *    pieces, some iovs spanning two contexts) with max_events = 4 in a
  *    progress/retry loop: every operation completes exactly once with OK,
@@ -394,11 +395,14 @@ static void phase_c(void)
     CHECKF(ok, "phase C: 8-piece get: data differs");
 
     /* Two runs on device 0 (host -> dev0 on one stream, dev0 -> dev0 on
-     * another): needs 2 events; with 1, NO_RESOURCE even when idle. */
+     * another): needs 2 events; with 1 it can never be issued. */
     cucopy_iov_t two[2] = {{ptr(&hsrc, 0), piece}, {ptr(&dsrc[0], piece), piece}};
     tc_comp_init(&c[3], 1);
     st[3] = TC_CALL(cucopy_ep_put_zcopy(ep, two, 2, tc_buf_addr(&ddst[0], 2 * stride), &c[3].comp));
-    CHECK_STATUS(st[3], CUCOPY_ERR_NO_RESOURCE);
+    CHECK_STATUS(st[3], CUCOPY_ERR_INVALID_PARAM);
+    CHECKF(strstr(cucopy_last_error(), "max_events") != NULL,
+           "phase C: the never-fitting op's message does not name max_events: \"%s\"",
+           cucopy_last_error());
     CHECKF(c[3].fired == 0 && c[3].comp.count == 1 && c[3].comp.status == CUCOPY_OK,
            "phase C: rejected 2-run op touched its completion");
     /* The pool is not leaked by the rejected op: a single-piece op goes
