@@ -4,6 +4,8 @@ package core_test
 
 import (
 	"errors"
+	"io"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -194,8 +196,26 @@ func TestStatsAtClose(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.InProgress, st)
 	require.NoError(t, ep.Short(true, uintptr(host), 8, host+16))
-	require.NoError(t, i.Close())
+	out := captureStderr(t, func() { require.NoError(t, i.Close()) })
 	assert.Empty(t, drv.Violations())
+	assert.Contains(t, out, "cucopy stats: iface closed; cpu copies 1 (8 bytes)")
+	assert.Regexp(t, `device 0 context id \d+: events 1, h2d 1 ops 8 bytes`, out)
+	assert.Contains(t, out, "Go runtime while open:")
+}
+
+// captureStderr runs f with os.Stderr going to a pipe and returns what it wrote.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	rd, wr, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = wr
+	defer func() { os.Stderr = saved }()
+	f()
+	require.NoError(t, wr.Close())
+	b, err := io.ReadAll(rd)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // A slot remembers at most cudadrv.MaxPeers peers; an evicted peer is
