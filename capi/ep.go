@@ -90,3 +90,14 @@ func cucopyGoEpFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int {
 		return result(ep.Flush(uintptr(comp), inCallbackOf(ep.Iface())))
 	})
 }
+
+//export cucopyGoEpFence
+func cucopyGoEpFence(h C.uint64_t, flags C.unsigned) C.int {
+	const op = "ep_fence"
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if flags != 0 {
+			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
+		}
+		return result(core.OK, ep.Fence())
+	})
+}

@@ -161,6 +161,17 @@ func cucopyGoIfaceFlush(h C.uint64_t, flags C.unsigned, comp C.uintptr_t) C.int 
 	})
 }
 
+//export cucopyGoIfaceFence
+func cucopyGoIfaceFence(h C.uint64_t, flags C.unsigned) C.int {
+	const op = "iface_fence"
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if flags != 0 {
+			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
+		}
+		return result(core.OK, iface.Fence(op))
+	})
+}
+
 //export cucopyGoIfaceEventFd
 func cucopyGoIfaceEventFd(h C.uint64_t, fd *C.int) C.int {
 	const op = "iface_event_fd"

@@ -197,6 +197,12 @@ cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned flags, cucopy_
     return (cucopy_status_t)cucopyGoIfaceFlush(HANDLE_BITS(iface), flags, (uintptr_t)comp);
 }
 
+cucopy_status_t cucopy_iface_fence(cucopy_iface_h iface, unsigned flags)
+{
+    GUARD("iface_fence");
+    return (cucopy_status_t)cucopyGoIfaceFence(HANDLE_BITS(iface), flags);
+}
+
 cucopy_status_t cucopy_iface_event_fd(cucopy_iface_h iface, int *fd_p)
 {
     GUARD("iface_event_fd");
@@ -257,6 +263,12 @@ cucopy_status_t cucopy_ep_flush(cucopy_ep_h ep, unsigned flags, cucopy_completio
 {
     GUARD("ep_flush");
     return (cucopy_status_t)cucopyGoEpFlush(HANDLE_BITS(ep), flags, (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_ep_fence(cucopy_ep_h ep, unsigned flags)
+{
+    GUARD("ep_fence");
+    return (cucopy_status_t)cucopyGoEpFence(HANDLE_BITS(ep), flags);
 }
 
 cucopy_status_t cucopy_device_query(cucopy_context_h ctx, int ordinal, cucopy_device_attr_t *attr)

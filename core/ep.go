@@ -230,6 +230,11 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation) (cuda
 			i.countCopy(req)
 			return st, nil
 		case cudadrv.CopyCPU:
+			if i.nfence.Load() > 0 {
+				if err := i.waitFenceCPU(api); err != nil {
+					return st, err
+				}
+			}
 			if err := cpuCopy(api, req.Dst, req.Src, req.Len); err != nil {
 				return st, err
 			}

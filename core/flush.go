@@ -9,13 +9,7 @@ package core
 // flushReq is a flush waiting for its targets.
 type flushReq struct {
 	comp    uintptr
-	targets []flushTarget
-}
-
-// flushTarget: queue kind of slot slot has popped seq pieces.
-type flushTarget struct {
-	slot, kind int
-	seq        uint64
+	targets []queueTarget
 }
 
 // Flush returns OK when nothing is outstanding, else InProgress, with comp
@@ -34,21 +28,17 @@ func (i *Iface) Flush(api string, comp uintptr, fromCallback bool) (Status, erro
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
-	var targets []flushTarget
-	for s := range int(i.nslots.Load()) {
-		r := &i.res[s]
-		for k := range r.queues {
-			q := &r.queues[k]
-			i.lockSlot(s)
-			count, seq := q.count, q.issued
-			i.unlockSlot(s)
-			if count > 0 {
-				if comp == 0 {
-					return InProgress, nil // nothing to record: polling allocates nothing
-				}
-				targets = append(targets, flushTarget{slot: s, kind: k, seq: seq})
-			}
+	var targets []queueTarget
+	busy := false
+	i.eachBusyQueue(func(t queueTarget) bool {
+		busy = true
+		if comp != 0 {
+			targets = append(targets, t)
 		}
+		return comp != 0 // without a completion nothing is recorded: polling allocates nothing
+	})
+	if busy && comp == 0 {
+		return InProgress, nil
 	}
 	if len(targets) > 0 {
 		i.flushMu.lock()
@@ -84,7 +74,7 @@ func (i *Iface) completeFlushes() {
 	defer i.flushMu.unlock()
 	kept := i.flushes[:0]
 	for _, f := range i.flushes {
-		if i.reached(f.targets) {
+		if i.allReached(f.targets) {
 			i.makeReady(f.comp, OK)
 		} else {
 			kept = append(kept, f)
@@ -94,13 +84,10 @@ func (i *Iface) completeFlushes() {
 	i.nflushes.Store(int32(len(kept)))
 }
 
-// reached says whether every target's queue has popped its pieces.
-func (i *Iface) reached(targets []flushTarget) bool {
+// allReached says whether every target's queue has popped its pieces.
+func (i *Iface) allReached(targets []queueTarget) bool {
 	for _, t := range targets {
-		i.lockSlot(t.slot)
-		done := i.res[t.slot].queues[t.kind].done
-		i.unlockSlot(t.slot)
-		if done < t.seq {
+		if !i.reached(t) {
 			return false
 		}
 	}

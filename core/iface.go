@@ -83,6 +83,9 @@ type Iface struct {
 	flushes   []flushReq   // under flushMu
 	nflushes  atomic.Int32 // len(flushes)
 
+	fenceTargets []queueTarget // fence.go; under mu
+	nfence       atomic.Int32  // len(fenceTargets), read without mu
+
 	singleReq cudadrv.CopyOp // single-thread: the copy being issued, so no allocation per copy
 
 	fd       int // eventfd, -1 until first needed

@@ -48,6 +48,8 @@ func (i *Iface) prepare(api string, st cudadrv.CopyStatus, req *cudadrv.CopyOp) 
 	case cudadrv.CopyNeedPeer:
 		i.tryPeer(s, req.PeerCtx)
 		return nil
+	case cudadrv.CopyNeedFence:
+		return i.waitFence(api, s, int(req.Kind))
 	}
 	return errorf(ErrInternal, api, "unexpected copy status %d", st)
 }
@@ -63,8 +65,12 @@ func (i *Iface) addStream(api string, s, kind int) error {
 	if err != nil {
 		return driverError(api, fmt.Sprintf("creating the %s stream on device %d", cudadrv.KindName(kind), r.device), err)
 	}
+	i.pruneFence()
 	i.lockSlot(s)
 	slot.Stream[kind] = stream
+	if len(i.fenceTargets) > 0 {
+		slot.Fence |= 1 << kind // created after a fence with work before it still in flight
+	}
 	i.unlockSlot(s)
 	return nil
 }

@@ -53,6 +53,15 @@ func (q *eventQueue) headEvent() cudadrv.Event {
 	return q.events[q.head]
 }
 
+// eventAt is the event of queued piece seq, false once it was popped (or
+// never pushed).
+func (q *eventQueue) eventAt(seq uint64) (cudadrv.Event, bool) {
+	if seq <= q.done || seq > q.issued {
+		return 0, false
+	}
+	return q.events[(q.head+int(seq-q.done-1))%len(q.events)], true
+}
+
 func (q *eventQueue) pop() (cudadrv.Event, *operation) {
 	ev, op := q.events[q.head], q.ops[q.head]
 	q.ops[q.head] = nil
@@ -60,4 +69,37 @@ func (q *eventQueue) pop() (cudadrv.Event, *operation) {
 	q.count--
 	q.done++
 	return ev, op
+}
+
+// queueTarget names a point in one queue: queue kind of slot slot has
+// popped its pieces up to sequence number seq (flush and fence wait for
+// such points).
+type queueTarget struct {
+	slot, kind int
+	seq        uint64
+}
+
+// eachBusyQueue calls f with the last queued piece of every queue with
+// pieces in flight, until f returns false. Under mu.
+func (i *Iface) eachBusyQueue(f func(t queueTarget) bool) {
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
+		for k := range r.queues {
+			q := &r.queues[k]
+			i.lockSlot(s)
+			count, seq := q.count, q.issued
+			i.unlockSlot(s)
+			if count > 0 && !f(queueTarget{slot: s, kind: k, seq: seq}) {
+				return
+			}
+		}
+	}
+}
+
+// reached says whether target t's queue has popped its pieces.
+func (i *Iface) reached(t queueTarget) bool {
+	i.lockSlot(t.slot)
+	done := i.res[t.slot].queues[t.kind].done
+	i.unlockSlot(t.slot)
+	return done >= t.seq
 }

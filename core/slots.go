@@ -337,7 +337,7 @@ func (i *Iface) retireSlot(s int) {
 	slot := &i.slots[s]
 	slot.Stream, slot.Event = [cudadrv.NumKinds]cudadrv.Stream{}, 0
 	slot.Peer, slot.NPeers = [cudadrv.MaxPeers]cudadrv.Context{}, 0
-	slot.Canary, slot.CanaryID, slot.Device = 0, 0, 0
+	slot.Canary, slot.CanaryID, slot.Device, slot.Fence = 0, 0, 0, 0
 	r.ctx, r.id, r.ownsPrimary, r.dead = 0, 0, false, true
 	r.events, r.free = 0, nil
 	for k := range r.queues {

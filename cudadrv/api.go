@@ -99,6 +99,10 @@ type Interface interface {
 	StreamCreate(ctx Context) (Stream, error)
 	StreamDestroy(ctx Context, s Stream) error
 	StreamSynchronize(ctx Context, s Stream) error
+	// StreamWaitEvent makes the work enqueued on s from now on wait for
+	// the work ev's last record captured (ev may be of another context or
+	// device); ctx is s's context.
+	StreamWaitEvent(ctx Context, s Stream, ev Event) error
 	EventCreate(ctx Context) (Event, error)
 	EventDestroy(ctx Context, e Event) error
 

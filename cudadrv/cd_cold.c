@@ -72,6 +72,12 @@ int cd_stream_sync(uintptr_t ctx, uintptr_t stream, cd_err *err)
     CD_IN_CTX(ctx, err, CD_IDX_cuStreamSynchronize, cd.cuStreamSynchronize((cdStream)stream));
 }
 
+int cd_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event, cd_err *err)
+{
+    CD_IN_CTX(ctx, err, CD_IDX_cuStreamWaitEvent,
+              cd.cuStreamWaitEvent((cdStream)stream, (cdEvent)event, 0));
+}
+
 int cd_event_create(uintptr_t ctx, uintptr_t *event, cd_err *err)
 {
     CD_IN_CTX(ctx, err, CD_IDX_cuEventCreate,

@@ -150,6 +150,8 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     cdStream stream = (cdStream)slot->stream[op->kind];
     if (stream == NULL)
         return CD_COPY_NEED_STREAM;
+    if (slot->fence & (1u << op->kind))
+        return CD_COPY_NEED_FENCE;
     int sync = (op->flags & CD_COPY_SYNC) != 0;
     /* Join only while progress has not queried that entry (copy.go, step 7). */
     int joined = !sync && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&

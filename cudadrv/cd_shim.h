@@ -82,7 +82,7 @@ typedef struct cd_slot {
     int32_t lock;  /* spin lock word shared with Go (Slot.Lock) */
     int32_t users; /* short copies running without the lock */
     int32_t lane;  /* multi-thread ifaces: one slot per (context, lane) */
-    int32_t pad;
+    uint32_t fence; /* bit k: stream k waits for a fence before its next copy */
     uint64_t queried[CD_NUM_ASYNC_KINDS]; /* per async kind: last queue entry progress queried */
 } cd_slot;
 
@@ -108,7 +108,8 @@ enum {
     CD_COPY_DRIVER_ERROR = 8,
     CD_COPY_JOINED = 9,
     CD_COPY_CPU = 10,
-    CD_COPY_STALE = 11
+    CD_COPY_STALE = 11,
+    CD_COPY_NEED_FENCE = 12
 };
 
 typedef struct cd_copy_op {
@@ -168,6 +169,7 @@ int cd_enable_peer(uintptr_t ctx, uintptr_t peer, cd_err *err);
 int cd_stream_create(uintptr_t ctx, uintptr_t *stream, cd_err *err);
 int cd_stream_destroy(uintptr_t ctx, uintptr_t stream, cd_err *err);
 int cd_stream_sync(uintptr_t ctx, uintptr_t stream, cd_err *err);
+int cd_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event, cd_err *err);
 int cd_event_create(uintptr_t ctx, uintptr_t *event, cd_err *err);
 int cd_event_destroy(uintptr_t ctx, uintptr_t event, cd_err *err);
 int cd_device_count(int32_t *count, cd_err *err);

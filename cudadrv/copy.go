@@ -48,7 +48,10 @@ package cudadrv
 //     the caller drops the slot); CopyNeedPeer (KindPeer and PeerCtx not in
 //     Peer[:NPeers]; the caller tries EnablePeer once and records PeerCtx
 //     there, the driver stages the copy if that failed); CopyNeedStream
-//     (Stream[Kind] is 0); then for a zcopy piece the event. The piece
+//     (Stream[Kind] is 0); CopyNeedFence (bit Kind of Slot.Fence is set: a
+//     fence was issued since this stream's last copy; the caller makes the
+//     stream wait for the work before the fence, clears the bit and
+//     retries); then for a zcopy piece the event. The piece
 //     joins the previous one (CopyReuse, ReuseSlot == Slot, ReuseKind ==
 //     Kind, and ReuseSeq > Queried[Kind]: progress has not queried that
 //     queue entry, so its event may still be re-recorded): it re-records
@@ -100,6 +103,7 @@ const (
 	CopyJoined      CopyStatus = C.CD_COPY_JOINED       // issued on Slot, Kind; ReuseEvent re-recorded after it
 	CopyCPU         CopyStatus = C.CD_COPY_CPU          // both sides host memory: the caller copies on the CPU
 	CopyStale       CopyStatus = C.CD_COPY_STALE        // slot Slot matched by handle, but its incarnation ended
+	CopyNeedFence   CopyStatus = C.CD_COPY_NEED_FENCE   // Stream[Kind] of slot Slot must wait for a fence first (Slot.Fence)
 )
 
 // CallError is a failed driver call as the C side reports it (struct

@@ -217,6 +217,12 @@ func (d *driver) StreamSynchronize(ctx Context, s Stream) error {
 	return d.call(func(e *C.cd_err) C.int { return C.cd_stream_sync(C.uintptr_t(ctx), C.uintptr_t(s), e) })
 }
 
+func (d *driver) StreamWaitEvent(ctx Context, s Stream, ev Event) error {
+	return d.call(func(e *C.cd_err) C.int {
+		return C.cd_stream_wait_event(C.uintptr_t(ctx), C.uintptr_t(s), C.uintptr_t(ev), e)
+	})
+}
+
 func (d *driver) EventCreate(ctx Context) (Event, error) {
 	var ev C.uintptr_t
 	err := d.call(func(e *C.cd_err) C.int { return C.cd_event_create(C.uintptr_t(ctx), &ev, e) })

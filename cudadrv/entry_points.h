@@ -63,6 +63,7 @@ CD_ENTRY(cuStreamCreate, cuStreamCreate, 2000, CD_REQUIRED, (cdStream *stream, u
 CD_ENTRY(cuStreamDestroy, cuStreamDestroy_v2, 4000, CD_REQUIRED, (cdStream stream))
 CD_ENTRY(cuStreamSynchronize, cuStreamSynchronize, 2000, CD_REQUIRED, (cdStream stream))
 CD_ENTRY(cuStreamQuery, cuStreamQuery, 2000, CD_TESTS, (cdStream stream))
+CD_ENTRY(cuStreamWaitEvent, cuStreamWaitEvent, 3020, CD_REQUIRED, (cdStream stream, cdEvent event, unsigned int flags))
 CD_ENTRY(cuEventCreate, cuEventCreate, 2000, CD_REQUIRED, (cdEvent *event, unsigned int flags))
 CD_ENTRY(cuEventDestroy, cuEventDestroy_v2, 4000, CD_REQUIRED, (cdEvent event))
 CD_ENTRY(cuEventRecord, cuEventRecord, 2000, CD_REQUIRED, (cdEvent event, cdStream stream))

@@ -21,6 +21,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.lock)-unsafe.Offsetof(C.cd_slot{}.lock)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.users)-unsafe.Offsetof(C.cd_slot{}.users)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Lane)-unsafe.Offsetof(C.cd_slot{}.lane)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Fence)-unsafe.Offsetof(C.cd_slot{}.fence)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Queried)-unsafe.Offsetof(C.cd_slot{}.queried)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.CanaryID)-unsafe.Offsetof(C.cd_slot{}.canary_id)]
 

@@ -70,7 +70,9 @@ type Slot struct {
 	// Lane: multi-thread ifaces keep one slot per (context, lane), and an
 	// endpoint's copies use its lane (CopyOp.Lane). Set with SetIdentity.
 	Lane int32
-	_    int32
+	// Fence: bit k set, Stream[k] must wait for the iface's fence before
+	// its next copy (CopyNeedFence). Written under the slot's lock.
+	Fence uint32
 	// Queried[k]: the entries of the context's queue k, by sequence number
 	// from 1, that progress has queried: a piece never re-records their
 	// events (CopyReuse), since progress may pop them.

@@ -73,7 +73,7 @@ module cucopy
 
   ! ------------------------------------------------------------- version
   integer(c_int), parameter :: CUCOPY_VERSION_MAJOR = 0
-  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 1
+  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 2
   integer(c_int), parameter :: CUCOPY_VERSION_PATCH = 0
   integer(c_int), parameter :: CUCOPY_VERSION = &
       CUCOPY_VERSION_MAJOR * 10000 + CUCOPY_VERSION_MINOR * 100 + CUCOPY_VERSION_PATCH
@@ -435,6 +435,13 @@ module cucopy
       integer(c_int) :: status
     end function cucopy_iface_flush
 
+    function cucopy_iface_fence(iface, flags) bind(C, name="cucopy_iface_fence") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: iface
+      integer(c_int), value :: flags
+      integer(c_int) :: status
+    end function cucopy_iface_fence
+
     function cucopy_iface_event_fd(iface, fd_p) bind(C, name="cucopy_iface_event_fd") result(status)
       import :: c_int, c_ptr
       type(c_ptr), value :: iface
@@ -523,6 +530,13 @@ module cucopy
       type(c_ptr), value :: comp
       integer(c_int) :: status
     end function cucopy_ep_flush
+
+    function cucopy_ep_fence(ep, flags) bind(C, name="cucopy_ep_fence") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ep
+      integer(c_int), value :: flags
+      integer(c_int) :: status
+    end function cucopy_ep_fence
 
     ! ------------------------------------------- libc (private)
     function c_strlen(s) bind(C, name="strlen") result(n)

@@ -45,7 +45,7 @@ extern "C" {
  *  Compile-time version; cucopy_get_version() returns the run-time one. */
 /**@{*/
 #define CUCOPY_VERSION_MAJOR 0
-#define CUCOPY_VERSION_MINOR 1
+#define CUCOPY_VERSION_MINOR 2
 #define CUCOPY_VERSION_PATCH 0
 /** MAJOR*10000 + MINOR*100 + PATCH */
 #define CUCOPY_VERSION \
@@ -496,6 +496,28 @@ CUCOPY_API cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned fla
                                               cucopy_completion_t *comp);
 
 /**
+ * Fence: every operation issued on the iface after the call starts only
+ * after every operation issued on it before the call has finished its data
+ * movement, on every stream, lane, CUDA context and device (a chain
+ * host -> GPU 0 -> GPU 1 -> host with a fence between the steps needs no
+ * wait in between). Completions are not ordered by it (use flush for that).
+ *
+ * Cost model: the call never waits. With nothing in flight it is a scan of
+ * the iface's queues. Otherwise it records the last piece of every busy
+ * queue and marks every stream; the first copy on each marked stream after
+ * the fence makes that stream wait for those pieces on the GPU
+ * (cuStreamWaitEvent, one per busy queue, across contexts), once. A host to
+ * host copy (run on the CPU) issued while pieces before a fence are still
+ * in flight waits for them on the CPU: the one case a fence blocks.
+ * Thread-safe on a ::CUCOPY_THREAD_MODE_MULTI iface; operations issued by
+ * other threads concurrently with the fence may fall on either side of it.
+ * @param flags must be 0.
+ * @return ::CUCOPY_OK, or an error (a CUDA error of a stream that cannot be
+ *         made to wait is reported by the copy that needed it).
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_fence(cucopy_iface_h iface, unsigned flags);
+
+/**
  * The iface's event file descriptor (an eventfd). It becomes readable
  * (POLLIN) after cucopy_iface_event_arm() returned OK and a copy then in
  * flight finished. Owned by the iface; closed by cucopy_iface_close().
@@ -618,6 +640,16 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_
  */
 CUCOPY_API cucopy_status_t cucopy_ep_flush(cucopy_ep_h ep, unsigned flags,
                                            cucopy_completion_t *comp);
+
+/**
+ * Fence the endpoint: its operations issued after the call start only after
+ * those issued before it finished their data movement. Endpoints share
+ * their iface's streams, so this is cucopy_iface_fence() of the endpoint's
+ * iface (it orders everything issued on the iface: a superset). Same cost
+ * model.
+ * @param flags must be 0.
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_fence(cucopy_ep_h ep, unsigned flags);
 /**@}*/
 
 #ifdef __cplusplus

@@ -119,6 +119,29 @@ func cases() []copyCase {
 			s.Peer[0], s.NPeers = r.ctx[1], 1
 			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.d1, Len: 64})
 		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindPeer)},
+		{name: "fence/h2d-marked", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0").Fence = 1 << cudadrv.KindH2D
+			return r.copy(h2d(r.env))
+		}, want: at0(cudadrv.CopyNeedFence, cudadrv.KindH2D)},
+		{name: "fence/before-event", run: func(r *run) outcome {
+			s := r.slot(0, r.ctx[0], 0)
+			s.Stream[cudadrv.KindH2D] = r.stream(r.ctx[0])
+			s.Fence = 1 << cudadrv.KindH2D
+			return r.copy(h2d(r.env))
+		}, want: at0(cudadrv.CopyNeedFence, cudadrv.KindH2D)},
+		{name: "fence/other-kind-marked", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			s.Fence = 1 << cudadrv.KindD2H
+			o := r.copy(h2d(r.env))
+			return o
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "fence/short-marked", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindShort, "ev0")
+			s.Fence = 1 << cudadrv.KindShort
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopySync
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedFence, cudadrv.KindShort)},
 		{name: "no-event/h2d", run: func(r *run) outcome {
 			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindH2D] = r.stream(r.ctx[0])
 			return r.copy(h2d(r.env))

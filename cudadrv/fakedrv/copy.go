@@ -214,6 +214,9 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if stream == 0 {
 		return cudadrv.CopyNeedStream
 	}
+	if slot.Fence&(1<<op.Kind) != 0 {
+		return cudadrv.CopyNeedFence
+	}
 	joined := !sync && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
 		op.ReuseSeq > slot.Queried[op.Kind]
 	event := slot.Event

@@ -3,7 +3,9 @@
 package fakedrv
 
 // Execution: the work streams queue, which runs only when a test says so
-// (Run, Step), or when a stream is synchronized or destroyed.
+// (Run, Step, RunNewestFirst), or when a stream is synchronized or
+// destroyed. Work runs in stream order, and after the work it waits for
+// (StreamWaitEvent), whatever order a test asks for.
 
 import (
 	"golang.org/x/sys/unix"
@@ -16,6 +18,8 @@ type work struct {
 	run    func()
 	events []cudadrv.Event
 	fds    []int
+	after  []*work // StreamWaitEvent: work that runs before this one
+	done   bool
 }
 
 type event struct {
@@ -33,18 +37,65 @@ func (d *Driver) Step(n int) int {
 	if n < 0 || n > len(d.pending) {
 		n = len(d.pending)
 	}
-	items := d.pending[:n:n]
-	d.pending = d.pending[n:]
-	for _, w := range items {
-		d.execute(w)
+	for _, w := range d.pending[:n:n] {
+		d.runThrough(w) // what it waits for is older: already run
 	}
+	d.compact()
 	return n
+}
+
+// RunNewestFirst executes all queued work, the newest item first, as far
+// as stream order and stream waits allow: a test sees what a missing
+// dependency across streams does (a copy reading what an older copy on
+// another stream has not written yet).
+func (d *Driver) RunNewestFirst() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	items := append([]*work(nil), d.pending...)
+	for k := len(items) - 1; k >= 0; k-- {
+		d.runThrough(items[k])
+	}
+	d.compact()
+}
+
+// runThrough executes w after what must run before it: the older work of
+// its stream, and the work it waits for. Only older work comes first, so
+// the recursion ends.
+func (d *Driver) runThrough(w *work) {
+	if w.done {
+		return
+	}
+	for _, p := range d.pending {
+		if p == w {
+			break
+		}
+		if p.stream == w.stream {
+			d.runThrough(p)
+		}
+	}
+	for _, dep := range w.after {
+		d.runThrough(dep)
+	}
+	d.execute(w)
+}
+
+// compact drops executed work from the queue.
+func (d *Driver) compact() {
+	kept := d.pending[:0]
+	for _, w := range d.pending {
+		if !w.done {
+			kept = append(kept, w)
+		}
+	}
+	clear(d.pending[len(kept):])
+	d.pending = kept
 }
 
 // Pending is the number of queued work items.
 func (d *Driver) Pending() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.pending) }
 
 func (d *Driver) execute(w *work) {
+	w.done = true
 	w.run()
 	for _, ev := range w.events {
 		if e := d.events[ev]; e != nil && e.item == w {
@@ -57,21 +108,18 @@ func (d *Driver) execute(w *work) {
 	}
 }
 
-// syncStream executes the queued work of one stream.
+// syncStream executes the queued work of one stream (and what it waits for).
 func (d *Driver) syncStream(s cudadrv.Stream) {
-	kept := d.pending[:0]
 	var run []*work
 	for _, w := range d.pending {
 		if w.stream == s {
 			run = append(run, w)
-		} else {
-			kept = append(kept, w)
 		}
 	}
-	d.pending = kept
 	for _, w := range run {
-		d.execute(w)
+		d.runThrough(w)
 	}
+	d.compact()
 }
 
 func (d *Driver) last(s cudadrv.Stream) *work {

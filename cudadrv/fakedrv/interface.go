@@ -201,6 +201,27 @@ func (d *Driver) StreamSynchronize(ctx cudadrv.Context, s cudadrv.Stream) error 
 	return nil
 }
 
+// StreamWaitEvent is cuStreamWaitEvent: later work on s runs after the
+// work ev's last record waits for; ev may belong to another live context.
+func (d *Driver) StreamWaitEvent(ctx cudadrv.Context, s cudadrv.Stream, ev cudadrv.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.streamCall("StreamWaitEvent", ctx, s); err != nil {
+		return err
+	}
+	e, ok := d.events[ev]
+	if !ok {
+		return d.violate(ErrInvalidHandle, "StreamWaitEvent: unknown event 0x%x", ev)
+	}
+	if c := d.ctxs[e.ctx]; !c.alive || c.id != e.id {
+		return d.violate(ErrContextDestroyed, "StreamWaitEvent: event 0x%x of a released/destroyed context (id %d)", ev, e.id)
+	}
+	if e.item != nil {
+		d.pending = append(d.pending, &work{stream: s, run: func() {}, after: []*work{e.item}})
+	}
+	return nil
+}
+
 func (d *Driver) EventCreate(ctx cudadrv.Context) (cudadrv.Event, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

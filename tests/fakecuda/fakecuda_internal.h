@@ -243,6 +243,7 @@ enum fk_op_kind {
     FK_OP_RECORD,
     FK_OP_HOST_FN,
     FK_OP_KERNEL, /* value: the kernel faults (fakecuda_module.c) */
+    FK_OP_WAIT,   /* cuStreamWaitEvent: until event reached record seq */
 };
 
 struct fk_event;

@@ -84,6 +84,14 @@ static void fk_run_op(struct fk_stream *s, struct fk_op *op)
         break;
     case FK_OP_RECORD:
         break;
+    case FK_OP_WAIT:
+        /* Another stream's record: its worker completes it (a destroyed or
+         * stopped stream still drains its queue). */
+        pthread_mutex_lock(&fk_done_lock);
+        while (op->event->done_seq < op->seq)
+            pthread_cond_wait(&fk_done_cond, &fk_done_lock);
+        pthread_mutex_unlock(&fk_done_lock);
+        break;
     case FK_OP_HOST_FN:
         fk_in_host_fn = 1;
         op->fn(op->user_data);
@@ -670,6 +678,33 @@ cdResult cuEventSynchronize(cdEvent event)
         pthread_cond_wait(&fk_done_cond, &fk_done_lock);
     pthread_mutex_unlock(&fk_done_lock);
     return (cdResult)atomic_load(&e->ctx->poison);
+}
+
+/* Later work on @p stream waits for the work @p event's last record covers;
+ * the event may be of another context or device (as the driver allows). */
+cdResult cuStreamWaitEvent(cdStream stream, cdEvent event, unsigned int flags)
+{
+    FK_ENTER(cuStreamWaitEvent);
+    if (flags != 0)
+        return CD_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fk_lock);
+    struct fk_event *e = NULL;
+    struct fk_stream *s = NULL;
+    struct fk_op *op = NULL;
+    cdResult rc = fk_event_check_locked(event, "cuStreamWaitEvent", &e);
+    if (rc == CD_SUCCESS)
+        rc = fk_stream_for_work_locked(stream, "cuStreamWaitEvent", &s);
+    if (rc == CD_SUCCESS && (op = fk_op_new(FK_OP_WAIT)) == NULL)
+        rc = CD_ERROR_OUT_OF_MEMORY;
+    if (rc == CD_SUCCESS) {
+        op->event = e;
+        pthread_mutex_lock(&fk_done_lock);
+        op->seq = e->record_seq; /* the record to wait for: the last one issued */
+        pthread_mutex_unlock(&fk_done_lock);
+        fk_enqueue_locked(s, op);
+    }
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
 }
 
 /* ---- host functions -------------------------------------------------------------------------- */

@@ -3,7 +3,9 @@
 ! ep flush and iface flush from Fortran: with nothing outstanding (OK), with
 ! zcopies in flight on every device and a completion (INPROGRESS, then the
 ! completion fires once everything issued before completed: the data is
-! there), and iface flush without a completion (call again until OK).
+! there), and iface flush without a completion (call again until OK); a
+! fence between a put to device 0 and a get back from it, with no wait in
+! between (iface fence and ep fence).
 program test_f_flush
   use, intrinsic :: iso_c_binding
   use cucopy
@@ -81,6 +83,35 @@ program test_f_flush
           ft_str(round) // ", device " // ft_str(d))
     end do
   end do
+
+  do round = 1, 2
+    call ft_fill(src(:, 0), 17 + round)
+    back = 0
+    iov(1) = cucopy_iov(c_loc(src(1, 0)), n)
+    s = cucopy_ep_put_zcopy(ep, iov, 1_c_size_t, dev(0), c_null_ptr)
+    call ft_check(s == CUCOPY_INPROGRESS, "put_zcopy before the fence: " // cucopy_status_str(s))
+    if (round == 1) then
+      call ft_status(cucopy_iface_fence(iface, 0_c_int), CUCOPY_OK, "iface_fence")
+    else
+      call ft_status(cucopy_ep_fence(ep, 0_c_int), CUCOPY_OK, "ep_fence")
+    end if
+    iov(1) = cucopy_iov(c_loc(back), n)
+    s = cucopy_ep_get_zcopy(ep, iov, 1_c_size_t, dev(0), c_null_ptr)
+    call ft_check(s == CUCOPY_INPROGRESS, "get_zcopy after the fence: " // cucopy_status_str(s))
+    tries = 0
+    do
+      s = cucopy_iface_flush(iface, 0_c_int, c_null_ptr)
+      if (s /= CUCOPY_INPROGRESS) exit
+      tries = tries + 1
+      if (cucopy_iface_progress(iface) < 0) exit
+      if (tries > 100000000) exit
+    end do
+    call ft_status(s, CUCOPY_OK, "iface_flush(NULL) after the fenced pair")
+    call ft_check(all(back == src(:, 0)), "the get after a fence read what the put wrote, round " // &
+        ft_str(round))
+  end do
+  call ft_status(cucopy_iface_fence(iface, 1_c_int), CUCOPY_ERR_INVALID_PARAM, &
+      "iface_fence with flags 1")
 
   call ft_status(cucopy_ep_flush(ep, 1_c_int, c_null_ptr), CUCOPY_ERR_INVALID_PARAM, &
       "ep_flush with flags 1")
