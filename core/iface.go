@@ -92,6 +92,8 @@ type Iface struct {
 	closed   atomic.Bool
 	nextLane uint32 // the lane of the next endpoint; under mu
 
+	reclaimFrom int // where the next search for an idle slot starts (slots.go); under mu
+
 	cpuOps, cpuBytes atomic.Uint64
 	statsPrinted     bool
 	goAtOpen         [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open

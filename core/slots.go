@@ -5,6 +5,8 @@ package core
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cucopy/cucopy/cudadrv"
@@ -94,7 +96,9 @@ func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) 
 		}
 	}
 	if s == len(i.slots) {
-		return -1, errorf(ErrNoResource, api, "the iface already holds resources in %d CUDA contexts (lanes counted apart); release some (cucopy_iface_release_context)", len(i.slots))
+		if s = i.reclaimIdleSlot(); s < 0 {
+			return -1, errorf(ErrNoResource, api, "the iface already holds resources in %d CUDA contexts (lanes counted apart), none idle in a live primary context: %s; call cucopy_iface_release_context for contexts the program is done with (before destroying them)", len(i.slots), i.slotSummary())
+		}
 	}
 	dev, err := i.drv.ContextDevice(ctx)
 	if err != nil {
@@ -129,6 +133,93 @@ func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) 
 	}
 	logf(LogDebug, "new context: device %d, context id %d, lane %d, slot %d", dev, id, lane, s)
 	return s, nil
+}
+
+// reclaimIdleSlot makes room in a full table: it releases a slot with
+// nothing in flight whose context is a primary context the iface retains
+// and that is still alive (provably: the driver says so without touching
+// a dead handle), so that its resources are created again if that context
+// is used later. Contexts the program created cannot be proved alive (a
+// destroyed handle must not be touched): their slots stay until the
+// program releases them. The search goes round from where the last one
+// stopped, so the slots are reclaimed in turn rather than the newest one
+// again and again. Returns the freed slot, -1 if none. Under mu.
+func (i *Iface) reclaimIdleSlot() int {
+	n := int(i.nslots.Load())
+	for k := range n {
+		s := (i.reclaimFrom + k) % n
+		r := &i.res[s]
+		if r.dead || !r.ownsPrimary || i.busy(s) || i.drv.Gone(i.incarnation(s)) {
+			continue
+		}
+		if errs := i.releaseSlot(s); len(errs) == 0 {
+			logf(LogDebug, "slot table full: released idle slot %d (device %d, context id %d)", s, r.device, r.id)
+			i.reclaimFrom = s + 1
+			return s
+		}
+	}
+	return -1
+}
+
+// busy says whether slot s has pieces in flight.
+func (i *Iface) busy(s int) bool {
+	i.lockSlot(s)
+	defer i.unlockSlot(s)
+	for k := range i.res[s].queues {
+		if i.res[s].queues[k].count > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// slotSummary says, per device, which contexts hold the slots, for the
+// message of a full table. Under mu.
+func (i *Iface) slotSummary() string {
+	type holders struct {
+		primary, created int
+		ids              []string
+	}
+	perDevice := map[int]*holders{}
+	var devices []int
+	for s := range int(i.nslots.Load()) {
+		r := &i.res[s]
+		if r.dead {
+			continue
+		}
+		h := perDevice[r.device]
+		if h == nil {
+			h = &holders{}
+			perDevice[r.device] = h
+			devices = append(devices, r.device)
+		}
+		if r.ownsPrimary {
+			h.primary++
+			continue
+		}
+		h.created++
+		if len(h.ids) < 6 {
+			h.ids = append(h.ids, fmt.Sprint(r.id))
+		}
+	}
+	sort.Ints(devices)
+	var parts []string
+	for _, d := range devices {
+		h := perDevice[d]
+		p := fmt.Sprintf("device %d: %d slot(s) of contexts the program created", d, h.created)
+		if h.created > 0 {
+			p += " (context ids " + strings.Join(h.ids, ", ")
+			if h.created > len(h.ids) {
+				p += ", ..."
+			}
+			p += ")"
+		}
+		if h.primary > 0 {
+			p += fmt.Sprintf(", %d of its primary context busy", h.primary)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // canary makes the generation marker of a context on drivers without

@@ -249,11 +249,33 @@ func TestContextLimit(t *testing.T) {
 	}
 	err := r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots])
 	errStatus(t, core.ErrNoResource, err)
-	assert.Contains(t, err.Error(), "release")
+	assert.Contains(t, err.Error(), "cucopy_iface_release_context")
+	assert.Contains(t, err.Error(), "device 0: 128 slot(s) of contexts the program created (context ids ")
 	require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(ctxs[5])))
 	require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots]))
 	assert.Equal(t, core.InProgress, r.put(host, devs[core.MaxSlots], 64, 1))
 	r.drv.Run()
 	_, got := r.progress()
 	assert.Equal(t, []done{{1, core.OK}}, got)
+}
+
+// A full table makes room by releasing an idle slot of a live primary
+// context the iface retains (its resources come back when it is used
+// again): the table is not a hard wall for primary contexts.
+func TestFullTableReclaimsIdlePrimarySlots(t *testing.T) {
+	r := newRig(t, core.MaxSlots+2)
+	host := r.drv.Pageable(64)
+	devs := make([]uint64, core.MaxSlots+2)
+	for d := range devs {
+		devs[d] = r.drv.AllocDevice(d, 64)
+	}
+	for d := range devs {
+		require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[d]), "device %d", d)
+	}
+	require.Equal(t, core.InProgress, r.put(host, devs[0], 8, 1), "device 0 again, after its slot was reclaimed")
+	r.drv.Run()
+	_, got := r.progress()
+	assert.Equal(t, []done{{1, core.OK}}, got)
+	assert.Equal(t, 1, r.drv.PrimaryRetains(1), "device 1's slot was reclaimed: the program's retain only")
+	assert.Equal(t, 2, r.drv.PrimaryRetains(core.MaxSlots+1), "the last device's slot is live: the program's and the iface's")
 }
