@@ -3,16 +3,54 @@
 package core
 
 import (
+	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // cpuCopy copies between two host ranges the driver does not manage (or
-// manages as CPU-accessible). A fault on an address that is not mapped — a
-// freed or invented pointer — becomes ErrInvalid instead of killing the
-// program: Go turns the fault into a panic under SetPanicOnFault, for the
-// calling goroutine only, and it is recovered here.
-func cpuCopy(api string, dst, src, n uint64) (err error) {
+// manages as CPU-accessible). An address that is not mapped — a freed or
+// invented pointer — becomes ErrInvalid instead of killing the program,
+// whatever signal handlers the program installed: the copy runs in the
+// kernel (process_vm_readv on this process), which reports EFAULT instead
+// of raising SIGSEGV. Overlapping ranges, and kernels or sandboxes without
+// process_vm_readv, use a copy in Go under SetPanicOnFault instead, which
+// relies on Go's fault handler being in place (cucopy's dispatcher,
+// capi/signals.c).
+func cpuCopy(api string, dst, src, n uint64) error {
+	if overlap(dst, src, n) || !kernelCopy.Load() {
+		return goCopy(api, dst, src, n)
+	}
+	local := [1]unix.Iovec{{Base: (*byte)(hostPointer(dst)), Len: n}}
+	remote := [1]unix.RemoteIovec{{Base: uintptr(src), Len: int(n)}}
+	done, err := unix.ProcessVMReadv(pid, local[:], remote[:], 0)
+	switch {
+	case err == unix.ENOSYS || err == unix.EPERM:
+		kernelCopy.Store(false) // not available here: from now on the Go copy
+		return goCopy(api, dst, src, n)
+	case err != nil:
+		return errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes]: %v: not mapped host memory (freed, or not a valid address); nothing reported copied", src, dst, n, err)
+	case uint64(done) < n:
+		return errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes] stopped after %d bytes: not mapped host memory (freed, or not a valid address)", src, dst, n, done)
+	}
+	return nil
+}
+
+var (
+	pid        = os.Getpid()
+	kernelCopy atomic.Bool // process_vm_readv works here
+)
+
+func init() { kernelCopy.Store(true) }
+
+func overlap(dst, src, n uint64) bool { return dst < src+n && src < dst+n }
+
+// goCopy is the copy in Go: a fault becomes a panic under SetPanicOnFault,
+// for the calling goroutine only, and is recovered here.
+func goCopy(api string, dst, src, n uint64) (err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -29,9 +67,13 @@ func cpuCopy(api string, dst, src, n uint64) (err error) {
 }
 
 // hostBytes views n bytes of host memory at addr, memory Go does not own.
-// The address's bits are reinterpreted as a pointer, which keeps go vet's
-// uintptr-to-pointer check quiet; the GC ignores pointers outside its heap.
 func hostBytes(addr, n uint64) []byte {
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
+	return unsafe.Slice((*byte)(hostPointer(addr)), n)
+}
+
+// hostPointer is addr as a pointer, memory Go does not own. The address's
+// bits are reinterpreted, which keeps go vet's uintptr-to-pointer check
+// quiet; the GC ignores pointers outside its heap.
+func hostPointer(addr uint64) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&addr))
 }

@@ -9,7 +9,8 @@
  * in the environment (checked in a re-executed child). Every error comes with
  * a non-empty cucopy_last_error(); nothing crashes; a rejected zcopy leaves
  * its completion alone, copies nothing and leaves nothing in flight.
- * Also: NULL destroy/close is OK, cucopy_status_string() of every status,
+ * Host copies of unmapped addresses are an error, also after the program
+ * replaced the fault handlers. Also: NULL destroy/close is OK, cucopy_status_string() of every status,
  * cucopy_get_version(), last error is thread-local and not cleared by
  * successful calls.
  */
@@ -19,6 +20,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,6 +379,43 @@ static void freed_pointers(cucopy_iface_h iface, cucopy_ep_h ep)
     CHECK_STATUS(cucopy_iface_progress(iface) >= 0 ? CUCOPY_OK : CUCOPY_ERR_INTERNAL, CUCOPY_OK);
 }
 
+static void foreign_fault_handler(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_bad_input: FAIL: the program's own fault handler got a fault "
+                              "from a cucopy host copy\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(99);
+}
+
+/* The same host copies of an unmapped address after the program replaced
+ * the fault handlers (as gfortran's runtime or an MPI library may, after
+ * iface_open): still a clear error, and the program's handler never runs. */
+static void freed_pointers_foreign_handler(cucopy_ep_h ep)
+{
+    struct sigaction sa;
+    struct sigaction old_segv;
+    struct sigaction old_bus;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = foreign_fault_handler;
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(sigaction(SIGSEGV, &sa, &old_segv) == 0);
+    REQUIRE(sigaction(SIGBUS, &sa, &old_bus) == 0);
+    long page = sysconf(_SC_PAGESIZE);
+    char *gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(gone != MAP_FAILED);
+    REQUIRE(munmap(gone, (size_t)page) == 0);
+    char host[BUF];
+    memset(host, FILL, sizeof(host));
+    uint64_t gone_addr = (uint64_t)(uintptr_t)gone;
+    CHECK_STATUS(cucopy_ep_put_short(ep, host, 8, gone_addr), CUCOPY_ERR_INVALID_PARAM);
+    CHECK_STATUS(cucopy_ep_get_short(ep, host, 8, gone_addr), CUCOPY_ERR_INVALID_PARAM);
+    CHECKF(host[0] == FILL, "the failed copy changed the destination");
+    REQUIRE(sigaction(SIGSEGV, &old_segv, NULL) == 0);
+    REQUIRE(sigaction(SIGBUS, &old_bus, NULL) == 0);
+}
+
 static void dead_ep(cucopy_ep_h ep, const char *why)
 {
     const int EP = CUCOPY_ERR_INVALID_HANDLE;
@@ -518,6 +557,7 @@ int main(int argc, char **argv)
     tc_buf_alloc(&dev, TC_MEM_DEV0, BUF);
     ep_calls(iface, ep, max_iov, dev.dptr);
     freed_pointers(iface, ep);
+    freed_pointers_foreign_handler(ep);
 
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_ERR_BUSY); /* iface still open */
     CHECK_STATUS(cucopy_ep_destroy(ep), CUCOPY_OK);
