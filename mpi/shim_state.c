@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- configuration (read once, at load) ------------------------------------ */
 
@@ -36,17 +37,25 @@ static const char *status_note = "auto"; /* what the stats line says of the mode
 
 _Atomic int shim_state = SHIM_WATCHING;
 
+/* As cucopy's own booleans (docs/configuration.md): y/n, yes/no, on/off,
+ * 1/0, true/false, any case; empty is unset (0). */
 static int parse_bool(const char *name, const char *v, int *out)
 {
-    if (v == NULL || *v == '\0' || strcmp(v, "0") == 0 || strcmp(v, "no") == 0) {
-        *out = 0;
+    static const char *yes[] = {"y", "yes", "on", "1", "true"};
+    static const char *no[] = {"n", "no", "off", "0", "false"};
+    *out = 0;
+    if (v == NULL || *v == '\0')
         return 0;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
     }
-    if (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0) {
-        *out = 1;
-        return 0;
-    }
-    snprintf(config_error, sizeof config_error, "%s=%s: expected 0 or 1", name, v);
+    snprintf(config_error, sizeof config_error,
+             "%s=%s: expected y/n, yes/no, on/off, 1/0 or true/false", name, v);
     return -1;
 }
 

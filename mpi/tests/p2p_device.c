@@ -576,6 +576,22 @@ static void test_special(void)
     MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
     CHECK(dev_is(0, d, 70 + from_rank(), n), "after Request_free of the Isend: data");
 
+    /* Request_free of a device Irecv: the shim keeps the request and copies
+     * the message to the device at a later completion call. */
+    fill_dev(0, d, 57, n);
+    MPI_OK(MPI_Irecv(d, (int)n, MPI_BYTE, from_rank(), 508, MPI_COMM_WORLD, &req));
+    MPI_OK(MPI_Request_free(&req));
+    MPI_OK(MPI_Send(s, (int)n, MPI_BYTE, to_rank(), 508, MPI_COMM_WORLD));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    int arrived = 0;
+    for (int i = 0; i < 100000 && !arrived; i++) {
+        MPI_Request none = MPI_REQUEST_NULL;
+        int flag;
+        MPI_OK(MPI_Test(&none, &flag, MPI_STATUS_IGNORE));
+        arrived = dev_is(0, d, 70 + from_rank(), n);
+    }
+    CHECK(arrived, "after Request_free of the Irecv: the data never reached the device");
+
     /* Cancel of a device Irecv nobody sends to. */
     fill_dev(0, d, 56, n);
     MPI_OK(MPI_Irecv(d, (int)n, MPI_BYTE, from_rank(), 599, MPI_COMM_WORLD, &req));
@@ -676,6 +692,16 @@ static void test_errors(void)
                  "MPI_Send_init", "persistent send on device memory");
     expect_error(MPI_Recv_init(d, 16, MPI_BYTE, from_rank(), 600, comm, &req), MPI_ERR_BUFFER,
                  "MPI_Recv_init", "persistent receive on device memory");
+    /* A staging copy that fails in the driver: MPI_ERR_OTHER naming the call,
+     * nothing sent. (Only on the fake, which injects the failure.) */
+    void (*fail)(const char *, int, int) =
+        (void (*)(const char *, int, int))testdrv_fake_sym("fakecuda_fail");
+    if (fail != NULL) {
+        fail("cuMemcpyAsync", 1, 1 /* CUDA_ERROR_INVALID_VALUE */);
+        expect_error(MPI_Send(d, 64, MPI_BYTE, to_rank(), 600, comm), MPI_ERR_OTHER, "MPI_Send",
+                     "a failing device-to-host staging copy");
+        fail(NULL, 0, 0);
+    }
     CHECK(dev_is(1, d, 33, n), "a refused call wrote the device buffer");
     /* The same non-contiguous type on host memory passes through to MPI. */
     int hs[32], hr[32];
