@@ -109,6 +109,9 @@ int shim_unstage(const char *call, struct shim_buf *b, size_t n, MPI_Comm comm);
 /* Bytes a receive wrote, from its status (0 for a cancelled receive). */
 size_t shim_received_bytes(const MPI_Status *st);
 
+/* Copy the device bytes into the existing staging memory again (MPI_Start). */
+int shim_restage(const char *call, struct shim_buf *b, MPI_Comm comm);
+
 /* Give the staging memory back to the pool. */
 void shim_release(struct shim_buf *b);
 
@@ -139,6 +142,9 @@ struct shim_rec {
     MPI_Request req;     /* the real request (its value is the key) */
     int recv;            /* 1: copy to the device at completion */
     int copied;          /* the copy to the device is done (Request_get_status) */
+    int persistent;      /* *_init: the record lives until Request_free */
+    int active;          /* persistent: started and not completed yet */
+    int detached;        /* Request_free'd while active: freed at completion */
     MPI_Comm comm;
     const char *call;
     struct shim_buf buf;
@@ -151,6 +157,17 @@ struct shim_rec {
 int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                  const struct shim_buf *b);
 
+/* Record a persistent request (*_init) just made on staging memory. Without
+ * memory for the record, the request is freed and an error returned. */
+int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
+                            const struct shim_buf *b);
+/* MPI_Start(all) of a persistent record: a send copies the device bytes into
+ * its staging memory now. MPI_SUCCESS or an error code raised on its comm. */
+int shim_rec_start(struct shim_rec *r);
+/* MPI_Request_free of a record: an inactive persistent request is freed
+ * now, anything else detached. */
+int shim_rec_free(struct shim_rec *r, MPI_Request *req);
+
 /* A PMPI return code after which the bytes MPI wrote are copied to the
  * device: success, or a truncated receive (the buffer was filled). */
 int shim_copy_ok(int rc);
@@ -159,9 +176,10 @@ struct shim_rec *shim_rec_take(MPI_Request req);
 /* Put a record back (its request did not complete). */
 void shim_rec_put_back(struct shim_rec *r);
 /* The request completed with @p st (NULL: no status, e.g. error): copy to the
- * device if it is a receive and was not cancelled, release the staging memory,
- * free the record. @p ok: MPI reported no error for it. Returns MPI_SUCCESS or
- * an error code raised on the record's communicator. */
+ * device if it is a receive and was not cancelled; then release the staging
+ * memory and free the record, or, for a persistent request, mark it inactive
+ * and put it back in the table. @p ok: MPI reported no error for it. Returns
+ * MPI_SUCCESS or an error code raised on the record's communicator. */
 int shim_rec_finish(struct shim_rec *r, const MPI_Status *st, int ok);
 /* A receive's device copy now (Request_get_status saw it complete). */
 int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st);

@@ -5,8 +5,9 @@
  * requests are taken out of the table (shim_requests.c says why), PMPI runs,
  * and each request it completed is finished before the call returns: a
  * receive's bytes are copied to the device, the staging memory goes back to
- * the pool. A request completed when PMPI set its handle to
- * MPI_REQUEST_NULL (no persistent request is ever staged). A status the
+ * the pool. A nonblocking request completed when PMPI set its handle to
+ * MPI_REQUEST_NULL; a persistent one (whose handle stays) when the call says
+ * so (Wait, Test's flag, the index, MPI_ERR_PENDING in Waitall). A status the
  * user ignores is still needed for the received byte count: a local one is
  * used then.
  */
@@ -77,12 +78,17 @@ static void batch_finish(struct batch *bt, int i, const MPI_Status *st, int ok)
         bt->first_error = rc;
 }
 
-/* Finish every taken record whose request PMPI completed (handle now NULL),
- * status i for request i. */
-static void batch_finish_nulled(struct batch *bt, MPI_Request reqs[], const MPI_Status *s, int rc)
+/* Finish every taken record whose request a Waitall/Testall completed, status
+ * i for request i. */
+static void batch_finish_all(struct batch *bt, MPI_Request reqs[], const MPI_Status *s, int rc)
 {
     for (int i = 0; i < bt->n; i++) {
-        if (bt->recs[i] == NULL || reqs[i] != MPI_REQUEST_NULL)
+        struct shim_rec *r = bt->recs[i];
+        if (r == NULL)
+            continue;
+        int done = r->persistent ? rc != MPI_ERR_IN_STATUS || s[i].MPI_ERROR != MPI_ERR_PENDING
+                                 : reqs[i] == MPI_REQUEST_NULL;
+        if (!done)
             continue;
         int ok = rc == MPI_ERR_IN_STATUS ? shim_copy_ok(s[i].MPI_ERROR) : shim_copy_ok(rc);
         batch_finish(bt, i, &s[i], ok);
@@ -130,7 +136,7 @@ SHIM_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Wait(req, s);
-    if (*req != MPI_REQUEST_NULL) {
+    if (!r->persistent && *req != MPI_REQUEST_NULL) {
         shim_rec_put_back(r);
         return rc;
     }
@@ -149,7 +155,7 @@ SHIM_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Test(req, flag, s);
-    if (!*flag || *req != MPI_REQUEST_NULL) {
+    if (!*flag || (!r->persistent && *req != MPI_REQUEST_NULL)) {
         shim_rec_put_back(r);
         return rc;
     }
@@ -170,13 +176,14 @@ SHIM_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *s
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Request_get_status(req, flag, s);
     int rc2 = MPI_SUCCESS;
-    if (shim_copy_ok(rc) && *flag && r->recv && !r->copied)
+    if (shim_copy_ok(rc) && *flag && r->recv && !r->copied && (!r->persistent || r->active))
         rc2 = shim_rec_copy_now(r, s);
     shim_rec_put_back(r);
     return rc != MPI_SUCCESS ? rc : rc2;
 }
 
-/* The request lives on in MPI; the shim completes it later (detached). */
+/* An active request lives on in MPI; the shim completes it later (detached).
+ * An inactive persistent one is freed now, with its staging memory. */
 SHIM_EXPORT int MPI_Request_free(MPI_Request *req)
 {
     if (SHIM_LIKELY(!shim_pending()))
@@ -184,9 +191,49 @@ SHIM_EXPORT int MPI_Request_free(MPI_Request *req)
     struct shim_rec *r = shim_rec_take(*req);
     if (r == NULL)
         return PMPI_Request_free(req);
-    shim_rec_detach(r);
-    *req = MPI_REQUEST_NULL;
-    return MPI_SUCCESS;
+    return shim_rec_free(r, req);
+}
+
+/* ---- persistent requests: start ---------------------------------------------------- */
+
+SHIM_EXPORT int MPI_Start(MPI_Request *req)
+{
+    if (SHIM_LIKELY(!shim_pending()))
+        return PMPI_Start(req);
+    struct shim_rec *r = shim_rec_take(*req);
+    if (r == NULL)
+        return PMPI_Start(req);
+    int rc = shim_rec_start(r);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Start(req);
+        if (rc != MPI_SUCCESS)
+            r->active = 0;
+    }
+    shim_rec_put_back(r);
+    return rc;
+}
+
+/* Every staged send is copied before any request starts: a failing copy
+ * starts none. */
+SHIM_EXPORT int MPI_Startall(int count, MPI_Request reqs[])
+{
+    if (SHIM_LIKELY(!shim_pending()))
+        return PMPI_Startall(count, reqs);
+    struct batch bt;
+    int t = batch_take(&bt, count, reqs);
+    if (t <= 0)
+        return t < 0 ? batch_end(&bt, MPI_SUCCESS) : PMPI_Startall(count, reqs);
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < count && rc == MPI_SUCCESS; i++)
+        if (bt.recs[i] != NULL)
+            rc = shim_rec_start(bt.recs[i]);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Startall(count, reqs);
+    if (rc != MPI_SUCCESS)
+        for (int i = 0; i < count; i++)
+            if (bt.recs[i] != NULL)
+                bt.recs[i]->active = 0;
+    return batch_end(&bt, rc);
 }
 
 /* Forwarded as is: a cancelled receive is noticed at completion
@@ -211,7 +258,7 @@ SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]
     if (s == NULL)
         return batch_end(&bt, MPI_SUCCESS);
     int rc = PMPI_Waitall(count, reqs, s);
-    batch_finish_nulled(&bt, reqs, s, rc);
+    batch_finish_all(&bt, reqs, s, rc);
     return batch_end(&bt, rc);
 }
 
@@ -229,7 +276,7 @@ SHIM_EXPORT int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status
         return batch_end(&bt, MPI_SUCCESS);
     int rc = PMPI_Testall(count, reqs, flag, s);
     if (*flag || rc == MPI_ERR_IN_STATUS)
-        batch_finish_nulled(&bt, reqs, s, rc);
+        batch_finish_all(&bt, reqs, s, rc);
     return batch_end(&bt, rc);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * MPI_Init*, MPI_Finalize and point-to-point.
+ * MPI_Init*, MPI_Finalize and point-to-point (MPI_Start and MPI_Startall are
+ * with the completion family, in shim_complete.c).
  *
  * Every wrapper starts with the one cached check (shim_active()); a host
  * buffer, a zero count or MPI_PROC_NULL then goes straight to PMPI with the
@@ -265,32 +266,29 @@ SHIM_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int 
     return finish_recv("MPI_Sendrecv_replace", rc, &b, s, comm);
 }
 
-/* ---- persistent requests: refused on device memory (not staged yet) ------------------ */
+/* ---- persistent requests --------------------------------------------------------- */
 
-/* A device buffer here would reach MPI unstaged at MPI_Start and fault there;
- * a clear error now instead. */
-static int refuse_device(const char *call, const void *buf, int count, MPI_Datatype dt,
-                         MPI_Comm comm)
-{
-    struct shim_buf b;
-    int rc = shim_stage(call, buf, count, dt, comm, 0, &b);
-    if (rc != MPI_SUCCESS || !b.staged)
-        return rc;
-    shim_release(&b);
-    return shim_error(comm, MPI_ERR_BUFFER, call,
-                      "persistent requests on device memory are not supported yet");
-}
-
-#define SEND_INIT_WRAPPER(NAME)                                                               \
-    SHIM_EXPORT int MPI_##NAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag,  \
-                               MPI_Comm comm, MPI_Request *req)                               \
-    {                                                                                         \
-        if (SHIM_UNLIKELY(shim_active()) && count != 0 && dest != MPI_PROC_NULL) {           \
-            int rc = refuse_device("MPI_" #NAME, buf, count, dt, comm);                       \
-            if (rc != MPI_SUCCESS)                                                            \
-                return rc;                                                                    \
-        }                                                                                     \
-        return PMPI_##NAME(buf, count, dt, dest, tag, comm, req);                             \
+/* The staging memory is taken at init and kept to MPI_Request_free; PMPI's
+ * request is made on it. MPI_Start (shim_complete.c) copies a send's device
+ * bytes in; each completion copies a receive's bytes out. */
+#define SEND_INIT_WRAPPER(NAME)                                                                \
+    SHIM_EXPORT int MPI_##NAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag,   \
+                               MPI_Comm comm, MPI_Request *req)                                \
+    {                                                                                          \
+        if (SHIM_LIKELY(!shim_active()) || count == 0 || dest == MPI_PROC_NULL)                \
+            return PMPI_##NAME(buf, count, dt, dest, tag, comm, req);                          \
+        struct shim_buf b;                                                                     \
+        int rc = shim_stage("MPI_" #NAME, buf, count, dt, comm, 0, &b);                        \
+        if (rc != MPI_SUCCESS)                                                                 \
+            return rc;                                                                         \
+        if (!b.staged)                                                                         \
+            return PMPI_##NAME(buf, count, dt, dest, tag, comm, req);                          \
+        rc = PMPI_##NAME(shim_host_arg(&b), count, dt, dest, tag, comm, req);                  \
+        if (rc != MPI_SUCCESS) {                                                               \
+            shim_release(&b);                                                                  \
+            return rc;                                                                         \
+        }                                                                                      \
+        return shim_rec_add_persistent(req, 0, comm, "MPI_" #NAME, &b);                        \
     }
 
 SEND_INIT_WRAPPER(Send_init)
@@ -301,10 +299,18 @@ SEND_INIT_WRAPPER(Bsend_init)
 SHIM_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag,
                               MPI_Comm comm, MPI_Request *req)
 {
-    if (SHIM_UNLIKELY(shim_active()) && count != 0 && source != MPI_PROC_NULL) {
-        int rc = refuse_device("MPI_Recv_init", buf, count, dt, comm);
-        if (rc != MPI_SUCCESS)
-            return rc;
+    if (SHIM_LIKELY(!shim_active()) || count == 0 || source == MPI_PROC_NULL)
+        return PMPI_Recv_init(buf, count, dt, source, tag, comm, req);
+    struct shim_buf b;
+    int rc = shim_stage("MPI_Recv_init", buf, count, dt, comm, SHIM_FROM_MPI, &b);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (!b.staged)
+        return PMPI_Recv_init(buf, count, dt, source, tag, comm, req);
+    rc = PMPI_Recv_init(shim_host_arg(&b), count, dt, source, tag, comm, req);
+    if (rc != MPI_SUCCESS) {
+        shim_release(&b);
+        return rc;
     }
-    return PMPI_Recv_init(buf, count, dt, source, tag, comm, req);
+    return shim_rec_add_persistent(req, 1, comm, "MPI_Recv_init", &b);
 }

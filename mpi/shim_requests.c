@@ -16,6 +16,9 @@
  * stays alive, is tested in later completion calls and waited for in
  * MPI_Finalize; then its staging memory goes back to the pool (and a
  * receive's data to the device).
+ *
+ * Persistent requests (*_init) keep their record, staging memory included,
+ * from init to Request_free: active from MPI_Start to completion.
  */
 #include "shim.h"
 
@@ -75,14 +78,57 @@ int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
         shim_release(&copy);
         return rc;
     }
-    r->req = *req;
-    r->recv = recv;
-    r->copied = 0;
-    r->comm = comm;
-    r->call = call;
-    r->buf = *b;
+    *r = (struct shim_rec){.req = *req, .recv = recv, .comm = comm, .call = call, .buf = *b};
     atomic_fetch_add(&shim_records_live, 1);
     insert(r);
+    return MPI_SUCCESS;
+}
+
+int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
+                            const struct shim_buf *b)
+{
+    struct shim_rec *r = malloc(sizeof *r);
+    if (r == NULL) {
+        PMPI_Request_free(req);
+        struct shim_buf copy = *b;
+        shim_release(&copy);
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory for the request record");
+    }
+    *r = (struct shim_rec){
+        .req = *req, .recv = recv, .persistent = 1, .comm = comm, .call = call, .buf = *b};
+    atomic_fetch_add(&shim_records_live, 1);
+    insert(r);
+    return MPI_SUCCESS;
+}
+
+int shim_rec_start(struct shim_rec *r)
+{
+    if (!r->recv) {
+        int rc = shim_restage(r->call, &r->buf, r->comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    r->copied = 0;
+    r->active = 1;
+    return MPI_SUCCESS;
+}
+
+static void rec_free(struct shim_rec *r)
+{
+    shim_release(&r->buf);
+    free(r);
+    atomic_fetch_sub(&shim_records_live, 1);
+}
+
+int shim_rec_free(struct shim_rec *r, MPI_Request *req)
+{
+    if (r->persistent && !r->active) {
+        int rc = PMPI_Request_free(req);
+        rec_free(r);
+        return rc;
+    }
+    shim_rec_detach(r);
+    *req = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
 }
 
@@ -118,16 +164,24 @@ int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st)
 int shim_rec_finish(struct shim_rec *r, const MPI_Status *st, int ok)
 {
     int rc = MPI_SUCCESS;
-    if (r->recv && ok && !r->copied && st != NULL)
+    /* An inactive persistent request completes at once, having moved nothing. */
+    int moved = !r->persistent || r->active;
+    if (r->recv && moved && ok && !r->copied && st != NULL)
         rc = shim_rec_copy_now(r, st);
-    shim_release(&r->buf);
-    free(r);
-    atomic_fetch_sub(&shim_records_live, 1);
+    if (r->persistent && !r->detached) {
+        r->active = 0;
+        shim_rec_put_back(r);
+        return rc;
+    }
+    if (r->persistent)
+        PMPI_Request_free(&r->req); /* Request_free'd while active: now */
+    rec_free(r);
     return rc;
 }
 
 void shim_rec_detach(struct shim_rec *r)
 {
+    r->detached = 1;
     pthread_mutex_lock(&detached_mu);
     r->next = detached;
     detached = r;

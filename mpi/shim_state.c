@@ -467,6 +467,15 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
     return MPI_SUCCESS;
 }
 
+int shim_restage(const char *call, struct shim_buf *b, MPI_Comm comm)
+{
+    cucopy_status_t st = cc.ep_put_short(cc.ep, b->first, b->bytes, (uint64_t)(uintptr_t)b->host);
+    if (st != CUCOPY_OK)
+        return cucopy_error(comm, call, "copying the device buffer to host memory");
+    shim_stats_add(0, b->device, b->bytes);
+    return MPI_SUCCESS;
+}
+
 int shim_unstage(const char *call, struct shim_buf *b, size_t n, MPI_Comm comm)
 {
     if (n > b->bytes)

@@ -687,11 +687,10 @@ static void test_errors(void)
     /* A message longer than its device allocation. */
     expect_error(MPI_Send(d, (int)n + 1, MPI_BYTE, to_rank(), 600, comm), MPI_ERR_BUFFER,
                  "MPI_Send", "message past the end of its allocation");
-    /* Persistent requests are not staged yet: refused, not crashed. */
-    expect_error(MPI_Send_init(d, 16, MPI_BYTE, to_rank(), 600, comm, &req), MPI_ERR_BUFFER,
-                 "MPI_Send_init", "persistent send on device memory");
-    expect_error(MPI_Recv_init(d, 16, MPI_BYTE, from_rank(), 600, comm, &req), MPI_ERR_BUFFER,
-                 "MPI_Recv_init", "persistent receive on device memory");
+    expect_error(MPI_Send_init(d, 1, column, to_rank(), 600, comm, &req), MPI_ERR_TYPE,
+                 "MPI_Send_init", "non-contiguous type on device memory");
+    expect_error(MPI_Recv_init(d, (int)n + 1, MPI_BYTE, from_rank(), 600, comm, &req),
+                 MPI_ERR_BUFFER, "MPI_Recv_init", "message past the end of its allocation");
     /* A staging copy that fails in the driver: MPI_ERR_OTHER naming the call,
      * nothing sent. (Only on the fake, which injects the failure.) */
     void (*fail)(const char *, int, int) =
@@ -720,6 +719,137 @@ static void test_errors(void)
     MPI_Type_free(&absolute);
     MPI_Comm_free(&comm);
     dfree(1, d);
+}
+
+/* ---- persistent requests, restarted many times -------------------------------------- */
+
+/* Complete n started persistent requests (their handles stay). */
+static void complete_persistent(int how, int n, MPI_Request *reqs)
+{
+    MPI_Status sts[8];
+    int idx[8], out = 0, flag = 0, done = 0;
+    switch (how % 8) {
+    case 0:
+        for (int i = 0; i < n; i++)
+            MPI_OK(MPI_Wait(&reqs[i], &sts[i]));
+        break;
+    case 1:
+        MPI_OK(MPI_Waitall(n, reqs, sts));
+        break;
+    case 2:
+        for (int k = 0; k < n; k++)
+            MPI_OK(MPI_Waitany(n, reqs, &idx[0], MPI_STATUS_IGNORE));
+        break;
+    case 3:
+        for (int i = 0; i < n; i++)
+            do
+                MPI_OK(MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE));
+            while (!flag);
+        break;
+    case 4:
+        do
+            MPI_OK(MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE));
+        while (!flag);
+        break;
+    case 5:
+        while (done < n) {
+            MPI_OK(MPI_Waitsome(n, reqs, &out, idx, sts));
+            done += out == MPI_UNDEFINED ? n : out;
+        }
+        break;
+    case 6:
+        while (done < n) {
+            MPI_OK(MPI_Testsome(n, reqs, &out, idx, MPI_STATUSES_IGNORE));
+            done += out == MPI_UNDEFINED ? n : out;
+        }
+        break;
+    default:
+        for (int i = 0; i < n; i++)
+            do
+                MPI_OK(MPI_Request_get_status(reqs[i], &flag, MPI_STATUS_IGNORE));
+            while (!flag);
+        MPI_OK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+        break;
+    }
+}
+
+static void test_persistent(void)
+{
+    size_t n = 6000;
+    char *sd = dalloc(0, n), *rd = dalloc(1, n), *sd2 = dalloc(1, n);
+    char *rh = malloc(n);
+    MPI_Request reqs[4];
+    MPI_OK(MPI_Send_init(sd, (int)n, MPI_BYTE, to_rank(), 900, MPI_COMM_WORLD, &reqs[0]));
+    MPI_OK(MPI_Recv_init(rd, (int)n, MPI_BYTE, from_rank(), 900, MPI_COMM_WORLD, &reqs[1]));
+    MPI_OK(MPI_Ssend_init(sd2, (int)n / 4, MPI_INT, to_rank(), 901, MPI_COMM_WORLD, &reqs[2]));
+    MPI_OK(MPI_Recv_init(rh, (int)n / 4, MPI_INT, from_rank(), 901, MPI_COMM_WORLD, &reqs[3]));
+    for (int it = 0; it < 24; it++) {
+        fill_dev(0, sd, 900 + it * 3 + rank, n);
+        fill_dev(1, sd2, 901 + it * 3 + rank, n);
+        if (it % 2)
+            MPI_OK(MPI_Startall(4, reqs));
+        else
+            for (int i = 3; i >= 0; i--)
+                MPI_OK(MPI_Start(&reqs[i]));
+        complete_persistent(it, 4, reqs);
+        CHECK(dev_is(1, rd, 900 + it * 3 + from_rank(), n),
+              "persistent Send_init/Recv_init round %d: data", it);
+        CHECK(host_is(rh, 901 + it * 3 + from_rank(), n),
+              "persistent Ssend_init dev1 -> Recv_init host round %d: data", it);
+    }
+    /* Completing an inactive persistent receive moves nothing. */
+    fill_dev(1, rd, 11, n);
+    MPI_Status st;
+    MPI_OK(MPI_Wait(&reqs[1], &st));
+    CHECK(dev_is(1, rd, 11, n), "Wait on an inactive persistent receive wrote the device");
+    for (int i = 0; i < 4; i++)
+        MPI_OK(MPI_Request_free(&reqs[i]));
+
+    /* Rsend_init (the receive started first) and Bsend_init. Open MPI 4.1.4
+     * delivers stale data for a *restarted* Bsend_init request even on host
+     * memory without the shim (seen 2026-12-01), so Bsend_init gets a fresh
+     * request each round. */
+    MPI_Request rr, rs, br, bs;
+    MPI_OK(MPI_Recv_init(rd, (int)n, MPI_BYTE, from_rank(), 902, MPI_COMM_WORLD, &rr));
+    MPI_OK(MPI_Rsend_init(sd, (int)n, MPI_BYTE, to_rank(), 902, MPI_COMM_WORLD, &rs));
+    MPI_OK(MPI_Recv_init(rd, (int)n, MPI_BYTE, from_rank(), 903, MPI_COMM_WORLD, &br));
+    for (int it = 0; it < 6; it++) {
+        fill_dev(0, sd, 950 + it + rank, n);
+        MPI_OK(MPI_Start(&rr));
+        MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+        MPI_OK(MPI_Start(&rs));
+        MPI_Request two[2] = {rr, rs};
+        MPI_OK(MPI_Waitall(2, two, MPI_STATUSES_IGNORE));
+        CHECK(dev_is(1, rd, 950 + it + from_rank(), n), "Rsend_init round %d: data", it);
+        fill_dev(1, sd2, 960 + it + rank, n);
+        MPI_OK(MPI_Bsend_init(sd2, (int)n, MPI_BYTE, to_rank(), 903, MPI_COMM_WORLD, &bs));
+        MPI_Request b2[2] = {bs, br};
+        MPI_OK(MPI_Startall(2, b2));
+        MPI_OK(MPI_Waitall(2, b2, MPI_STATUSES_IGNORE));
+        MPI_OK(MPI_Request_free(&bs));
+        CHECK(dev_is(1, rd, 960 + it + from_rank(), n), "Bsend_init round %d: data", it);
+    }
+    /* Request_free of an active persistent receive: the data still lands. */
+    fill_dev(0, sd, 970 + rank, n);
+    MPI_OK(MPI_Start(&rr));
+    MPI_OK(MPI_Request_free(&rr));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_OK(MPI_Start(&rs));
+    MPI_OK(MPI_Wait(&rs, MPI_STATUS_IGNORE));
+    int arrived = 0;
+    for (int i = 0; i < 100000 && !arrived; i++) {
+        MPI_Request none = MPI_REQUEST_NULL;
+        int flag;
+        MPI_OK(MPI_Test(&none, &flag, MPI_STATUS_IGNORE));
+        arrived = dev_is(1, rd, 970 + from_rank(), n);
+    }
+    CHECK(arrived, "after Request_free of an active persistent receive: no data");
+    MPI_OK(MPI_Request_free(&rs));
+    MPI_OK(MPI_Request_free(&br));
+    dfree(0, sd);
+    dfree(1, rd);
+    dfree(1, sd2);
+    free(rh);
 }
 
 /* ---- managed memory: passed through (the CPU may touch it) ----------------------------- */
@@ -831,6 +961,7 @@ int main(int argc, char **argv)
     RUN(any_source);
     RUN(ordering);
     RUN(special);
+    RUN(persistent);
     RUN(errors);
     RUN(managed);
     RUN(threads);
