@@ -968,6 +968,18 @@ int main(int argc, char **argv)
 
     MPI_Buffer_detach(&battach, &bsize);
     free(battach);
+    /* "blocking-then-reset": the program resets its devices before
+     * MPI_Finalize (cudaDeviceReset, acc_shutdown); the shim's staging memory
+     * and cucopy's streams went with the contexts, and MPI_Finalize must
+     * still end cleanly (no violation of the fake driver). */
+    if (argc > 2 && strcmp(argv[2], "reset") == 0) {
+        TD_CHECK(td.cuCtxSetCurrent(NULL));
+        for (int d = 0; d < ndev; d++) {
+            cdDevice dev;
+            TD_CHECK(td.cuDeviceGet(&dev, d));
+            TD_CHECK(td.cuDevicePrimaryCtxReset(dev));
+        }
+    }
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (failures == 0)

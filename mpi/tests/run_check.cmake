@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # cmake "-DCOMMAND=<mpirun;args;...>" -DEXPECT=pass|fault
-#       [-DREQUIRE=<regex>] [-DREQUIRE2=<regex>] -P run_check.cmake
+#       [-DREQUIRE=<regex>] [-DREQUIRE2=<regex>] [-DFORBID=<regex>] -P run_check.cmake
 #
 # EXPECT=pass: the command exits 0, prints no FAILED line, and its output
 # matches every REQUIRE* regex (each must match; CTest's own
-# PASS_REGULAR_EXPRESSION would ignore the exit status and accept any one).
+# PASS_REGULAR_EXPRESSION would ignore the exit status and accept any one),
+# and not FORBID.
 # EXPECT=fault (the negative control): the command fails, a rank died of a
 # segmentation fault (a CPU access to PROT_NONE "device" memory inside the
 # MPI library), not of anything else, and no rank passed.
@@ -24,6 +25,9 @@ if(EXPECT STREQUAL "pass")
       message(FATAL_ERROR "the output does not match: ${${v}}")
     endif()
   endforeach()
+  if(DEFINED FORBID AND all MATCHES "${FORBID}")
+    message(FATAL_ERROR "the output matches what it must not: ${FORBID}")
+  endif()
   message(STATUS "passed")
 elseif(EXPECT STREQUAL "fault")
   if(rc EQUAL 0)
