@@ -466,7 +466,7 @@ static void test_any_source(void)
  * interleaved on both sides, blocking and nonblocking: they arrive in order. */
 static void test_ordering(void)
 {
-    enum { M = 48 };
+    enum { M = 48, AHEAD = 40 };
     size_t n = 256;
     if (rank == 0) {
         void *s[M];
@@ -500,12 +500,13 @@ static void test_ordering(void)
         for (int i = 0; i < M; i++) {
             int k = (i + 1) % 3;
             r[i] = k == 2 ? malloc(n) : dalloc(k, n);
-            /* First half posted ahead, second half received as they come. */
-            if (i < M / 2)
+            /* 40 posted ahead (more than the shim's on-stack batch of 32),
+             * the rest received as they come. */
+            if (i < AHEAD)
                 MPI_OK(MPI_Irecv(r[i], (int)n, MPI_BYTE, 0, 400, MPI_COMM_WORLD, &reqs[posted++]));
         }
         MPI_OK(MPI_Waitall(posted, reqs, MPI_STATUSES_IGNORE));
-        for (int i = M / 2; i < M; i++)
+        for (int i = AHEAD; i < M; i++)
             MPI_OK(MPI_Recv(r[i], (int)n, MPI_BYTE, 0, 400, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         for (int i = 0; i < M; i++) {
             int k = (i + 1) % 3;
@@ -883,7 +884,7 @@ static void *thread_main(void *arg)
     int t = (int)(intptr_t)arg;
     size_t n = 3333;
     char *s = dalloc(t % ndev, n), *r = dalloc((t + 1) % ndev, n);
-    for (int it = 0; it < 20; it++) {
+    for (int it = 0; it < 40; it++) {
         int tag = 800 + t * 100 + it;
         fill_dev(t % ndev, s, tag + rank, n);
         MPI_Request reqs[2];
