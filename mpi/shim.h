@@ -7,10 +7,10 @@
  *   shim_pool.c      the pinned staging pool
  *   shim_requests.c  the request table (request -> staging record), detached
  *                    records (Request_free), finishing a record
- *   shim_p2p.c       MPI_Init*, MPI_Finalize, blocking and nonblocking
- *                    point-to-point
+ *   shim_p2p.c       MPI_Init*, MPI_Finalize, blocking, nonblocking, matched
+ *                    and persistent (*_init) point-to-point
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
- *                    Cancel, Request_get_status)
+ *                    Cancel, Request_get_status) and Start/Startall
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
