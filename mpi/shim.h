@@ -44,10 +44,12 @@ extern _Atomic int shim_state;
  * added an object since the last probe (dl_iterate_phdr's dlpi_adds). */
 int shim_probe_cuda(void);
 
-/* The one cached check of the hot path: 1 when buffers must be classified. */
+/* The one cached check of the hot path: 1 when buffers must be classified.
+ * Acquire: seeing SHIM_ACTIVE means seeing the loaded cucopy table too (a
+ * plain load on x86). */
 static inline int shim_active(void)
 {
-    int s = atomic_load_explicit(&shim_state, memory_order_relaxed);
+    int s = atomic_load_explicit(&shim_state, memory_order_acquire);
     if (SHIM_LIKELY(s == SHIM_WATCHING))
         return shim_probe_cuda();
     return s == SHIM_ACTIVE;
