@@ -2,11 +2,16 @@
 #
 # cmake -DPREFIX=<prefix> -DLIBDIR=<lib> -DINCLUDEDIR=<include> -DBINDIR=<bin>
 #       -DVERSION=<x.y.z> -DREADELF=<readelf> -DDRIVER=<fake libcuda.so.1>
-#       -DWITH_FORTRAN=ON|OFF -DTOOLS=<installed tools> -P check_layout.cmake
+#       -DWITH_FORTRAN=ON|OFF -DTOOLS=<installed tools>
+#       [-DMPI_SHIMS=<libcucopy_mpi*.so>] [-DMPI_PCS=<their .pc names>]
+#       [-DPKG_CONFIG=<pkg-config>] -P check_layout.cmake
 #
 # The installed tree has every file, the library symlink, the SONAME, no
 # absolute path in the package files (relocatable), and the installed tools
-# run (they find the library through $ORIGIN).
+# run (they find the library through $ORIGIN). Each MPI interposer is
+# installed next to libcucopy.so.0 with its SONAME and RUNPATH $ORIGIN (how
+# it finds libcucopy.so.0), links neither libcucopy nor a libcuda, and its
+# .pc file's `preload` variable names it.
 set(_fail "")
 
 set(_files
@@ -52,8 +57,50 @@ if(EXISTS "${_so}.0")
   endif()
 endif()
 
+# The MPI interposers.
+foreach(shim IN LISTS MPI_SHIMS)
+  set(_f "${PREFIX}/${LIBDIR}/${shim}")
+  if(NOT EXISTS "${_f}")
+    list(APPEND _fail "missing ${LIBDIR}/${shim}")
+    continue()
+  endif()
+  message(STATUS "  ${LIBDIR}/${shim}")
+  execute_process(COMMAND "${READELF}" -d "${_f}" OUTPUT_VARIABLE _dyn)
+  string(REPLACE "." "\\." _shim_re "${shim}")
+  if(NOT _dyn MATCHES "Library soname: \\[${_shim_re}\\]")
+    list(APPEND _fail "${shim}: no SONAME ${shim}")
+  endif()
+  if(NOT _dyn MATCHES "Library runpath: \\[\\$ORIGIN\\]")
+    list(APPEND _fail "${shim}: RUNPATH is not exactly $ORIGIN (it finds libcucopy.so.0 there)")
+  endif()
+  if(_dyn MATCHES "Shared library: \\[(libcucopy\\.so|libcuda)")
+    list(APPEND _fail "${shim} links ${CMAKE_MATCH_1}: it must dlopen it, only when needed")
+  endif()
+endforeach()
+foreach(pc IN LISTS MPI_PCS)
+  set(_pcf "${PREFIX}/${LIBDIR}/pkgconfig/${pc}.pc")
+  if(NOT EXISTS "${_pcf}")
+    list(APPEND _fail "missing ${LIBDIR}/pkgconfig/${pc}.pc")
+    continue()
+  endif()
+  if(PKG_CONFIG)
+    set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")
+    execute_process(COMMAND "${PKG_CONFIG}" --variable=preload ${pc} OUTPUT_VARIABLE _pre
+                    OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+    if(NOT _rc EQUAL 0 OR NOT EXISTS "${_pre}")
+      list(APPEND _fail "pkg-config --variable=preload ${pc}: '${_pre}' does not exist")
+    else()
+      message(STATUS "  ${pc}.pc: preload=${_pre}")
+    endif()
+  endif()
+endforeach()
+
 # Relocatable: no package file names the prefix it was installed into.
-foreach(f ${LIBDIR}/cmake/cucopy/cucopyConfig.cmake ${LIBDIR}/pkgconfig/cucopy.pc)
+set(_pc_files)
+foreach(pc IN LISTS MPI_PCS)
+  list(APPEND _pc_files ${LIBDIR}/pkgconfig/${pc}.pc)
+endforeach()
+foreach(f ${LIBDIR}/cmake/cucopy/cucopyConfig.cmake ${LIBDIR}/pkgconfig/cucopy.pc ${_pc_files})
   if(EXISTS "${PREFIX}/${f}")
     file(READ "${PREFIX}/${f}" _text)
     string(FIND "${_text}" "${PREFIX}" _at)

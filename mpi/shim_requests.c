@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The request table: MPI_Request value -> staging record, for nonblocking
+ * calls whose buffer was staged. Keyed by the handle's value (a pointer in
+ * Open MPI, an int in MPICH), never by the address of the user's variable
+ * (programs copy handles into arrays for Waitall).
+ *
+ * Completion calls *take* the records of the requests they are given out of
+ * the table before calling PMPI and put back those that did not complete.
+ * A completed request's handle value may be reused by MPI at once, by
+ * another thread's Isend: the old record is already out of the table then,
+ * so the new one cannot collide with it. (MPI forbids two threads completing
+ * one request at once, so nobody else looks for a taken record.)
+ *
+ * Request_free of a staged request detaches its record: the real request
+ * stays alive, is tested in later completion calls and waited for in
+ * MPI_Finalize; then its staging memory goes back to the pool (and a
+ * receive's data to the device).
+ *
+ * Persistent requests (*_init) keep their record, staging memory included,
+ * from init to Request_free: active from MPI_Start to completion.
+ */
+#include "shim.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TABLE_BITS 10
+#define TABLE_SIZE (1u << TABLE_BITS)
+
+_Atomic long shim_records_live;
+
+static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_rec *table[TABLE_SIZE];
+
+static pthread_mutex_t detached_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_rec *detached;
+
+static uintptr_t key_of(MPI_Request r)
+{
+    uintptr_t k = 0;
+    memcpy(&k, &r, sizeof r < sizeof k ? sizeof r : sizeof k);
+    return k;
+}
+
+static unsigned bucket_of(MPI_Request r)
+{
+    uint64_t k = key_of(r);
+    k ^= k >> 29;
+    k *= 0x9E3779B97F4A7C15ull;
+    return (unsigned)(k >> (64 - TABLE_BITS));
+}
+
+static void insert(struct shim_rec *r)
+{
+    unsigned b = bucket_of(r->req);
+    pthread_mutex_lock(&table_mu);
+    r->next = table[b];
+    table[b] = r;
+    pthread_mutex_unlock(&table_mu);
+}
+
+int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
+                 const struct shim_buf *b)
+{
+    struct shim_rec *r = malloc(sizeof *r);
+    if (r == NULL) {
+        /* No record, no way to finish later: finish now (the call becomes blocking). */
+        MPI_Status st;
+        int rc = PMPI_Wait(req, &st);
+        struct shim_buf copy = *b;
+        if (recv && shim_copy_ok(rc)) {
+            int rc2 = shim_unstage(call, &copy, shim_received_bytes(&st), comm);
+            if (rc == MPI_SUCCESS)
+                rc = rc2;
+        }
+        shim_release(&copy);
+        return rc;
+    }
+    *r = (struct shim_rec){.req = *req, .recv = recv, .comm = comm, .call = call, .buf = *b};
+    atomic_fetch_add(&shim_records_live, 1);
+    insert(r);
+    return MPI_SUCCESS;
+}
+
+int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
+                            const struct shim_buf *b)
+{
+    struct shim_rec *r = malloc(sizeof *r);
+    if (r == NULL) {
+        PMPI_Request_free(req);
+        struct shim_buf copy = *b;
+        shim_release(&copy);
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory for the request record");
+    }
+    *r = (struct shim_rec){
+        .req = *req, .recv = recv, .persistent = 1, .comm = comm, .call = call, .buf = *b};
+    atomic_fetch_add(&shim_records_live, 1);
+    insert(r);
+    return MPI_SUCCESS;
+}
+
+int shim_rec_start(struct shim_rec *r)
+{
+    if (!r->recv) {
+        int rc = shim_restage(r->call, &r->buf, r->comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    r->copied = 0;
+    r->active = 1;
+    return MPI_SUCCESS;
+}
+
+static void rec_free(struct shim_rec *r)
+{
+    shim_release(&r->buf);
+    free(r);
+    atomic_fetch_sub(&shim_records_live, 1);
+}
+
+int shim_rec_free(struct shim_rec *r, MPI_Request *req)
+{
+    if (r->persistent && !r->active) {
+        int rc = PMPI_Request_free(req);
+        rec_free(r);
+        return rc;
+    }
+    shim_rec_detach(r);
+    *req = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
+struct shim_rec *shim_rec_take(MPI_Request req)
+{
+    if (req == MPI_REQUEST_NULL)
+        return NULL;
+    unsigned b = bucket_of(req);
+    uintptr_t k = key_of(req);
+    pthread_mutex_lock(&table_mu);
+    struct shim_rec **at = &table[b];
+    while (*at != NULL && key_of((*at)->req) != k)
+        at = &(*at)->next;
+    struct shim_rec *r = *at;
+    if (r != NULL)
+        *at = r->next;
+    pthread_mutex_unlock(&table_mu);
+    return r;
+}
+
+void shim_rec_put_back(struct shim_rec *r)
+{
+    insert(r);
+}
+
+int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st)
+{
+    int rc = shim_unstage(r->call, &r->buf, shim_received_bytes(st), r->comm);
+    r->copied = 1;
+    return rc;
+}
+
+int shim_rec_finish(struct shim_rec *r, const MPI_Status *st, int ok)
+{
+    int rc = MPI_SUCCESS;
+    /* An inactive persistent request completes at once, having moved nothing. */
+    int moved = !r->persistent || r->active;
+    if (r->recv && moved && ok && !r->copied && st != NULL)
+        rc = shim_rec_copy_now(r, st);
+    if (r->persistent && !r->detached) {
+        r->active = 0;
+        shim_rec_put_back(r);
+        return rc;
+    }
+    if (r->persistent)
+        PMPI_Request_free(&r->req); /* Request_free'd while active: now */
+    rec_free(r);
+    return rc;
+}
+
+void shim_rec_detach(struct shim_rec *r)
+{
+    r->detached = 1;
+    pthread_mutex_lock(&detached_mu);
+    r->next = detached;
+    detached = r;
+    pthread_mutex_unlock(&detached_mu);
+}
+
+void shim_detached_progress(int wait)
+{
+    if (wait)
+        pthread_mutex_lock(&detached_mu);
+    else if (pthread_mutex_trylock(&detached_mu) != 0)
+        return; /* another thread is at it */
+    struct shim_rec *list = detached;
+    detached = NULL;
+    pthread_mutex_unlock(&detached_mu);
+
+    struct shim_rec *keep = NULL;
+    while (list != NULL) {
+        struct shim_rec *r = list;
+        list = r->next;
+        MPI_Status st;
+        int flag = 1;
+        int rc = wait ? PMPI_Wait(&r->req, &st) : PMPI_Test(&r->req, &flag, &st);
+        if (flag) {
+            shim_rec_finish(r, &st, shim_copy_ok(rc)); /* errors were raised there */
+        } else {
+            r->next = keep;
+            keep = r;
+        }
+    }
+    if (keep == NULL)
+        return;
+    pthread_mutex_lock(&detached_mu);
+    struct shim_rec **tail = &keep;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = detached;
+    detached = keep;
+    pthread_mutex_unlock(&detached_mu);
+}

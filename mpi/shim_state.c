@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Configuration, the libcuda.so.1 probe, the lazy load of libcucopy.so.0,
+ * classification and the staging copies, error codes with messages, stats.
+ *
+ * The hot path of a host buffer in a process without CUDA is shim_active():
+ * one relaxed load, then (state WATCHING) dl_iterate_phdr's load counter
+ * compared with the one of the last probe. dlopen(RTLD_NOLOAD) itself costs
+ * ~12 us on a miss (it searches the library path), so it runs only when the
+ * loader added an object since the last probe.
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- configuration (read once, at load) ------------------------------------ */
+
+enum shim_mode { MODE_AUTO, MODE_OFF, MODE_FORCE };
+
+static enum shim_mode mode = MODE_AUTO;
+static int stage_managed;          /* CUCOPY_MPI_MANAGED=stage */
+static int print_stats;            /* CUCOPY_MPI_STATS=1 */
+static char config_error[256];     /* reported (and fatal) at MPI_Init */
+static const char *status_note = "auto"; /* what the stats line says of the mode */
+
+#define POOL_MB_DEFAULT 1024
+
+_Atomic int shim_state = SHIM_WATCHING;
+
+/* As cucopy's own booleans (docs/configuration.md): y/n, yes/no, on/off,
+ * 1/0, true/false, any case; empty is unset (0). */
+static int parse_bool(const char *name, const char *v, int *out)
+{
+    static const char *yes[] = {"y", "yes", "on", "1", "true"};
+    static const char *no[] = {"n", "no", "off", "0", "false"};
+    *out = 0;
+    if (v == NULL || *v == '\0')
+        return 0;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    snprintf(config_error, sizeof config_error,
+             "%s=%s: expected y/n, yes/no, on/off, 1/0 or true/false", name, v);
+    return -1;
+}
+
+__attribute__((constructor)) static void shim_configure(void)
+{
+    const char *v = getenv("CUCOPY_MPI");
+    if (v == NULL || *v == '\0' || strcmp(v, "auto") == 0 || strcmp(v, "on") == 0) {
+        mode = MODE_AUTO;
+    } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
+        mode = MODE_OFF;
+        status_note = "off (CUCOPY_MPI=off)";
+    } else if (strcmp(v, "force") == 0) {
+        mode = MODE_FORCE;
+        status_note = "force";
+    } else {
+        snprintf(config_error, sizeof config_error,
+                 "CUCOPY_MPI=%s: expected auto, on, off or force", v);
+    }
+
+    size_t pool_mb = POOL_MB_DEFAULT;
+    v = getenv("CUCOPY_MPI_POOL_MB");
+    if (v != NULL && *v != '\0') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long mb = strtoull(v, &end, 10);
+        if (errno != 0 || end == v || *end != '\0' || v[0] == '-' ||
+            mb > (unsigned long long)(SIZE_MAX >> 20))
+            snprintf(config_error, sizeof config_error,
+                     "CUCOPY_MPI_POOL_MB=%s: expected a number of MiB (0: no pinned pool)", v);
+        else
+            pool_mb = (size_t)mb;
+    }
+    shim_pool_configure(pool_mb << 20);
+
+    v = getenv("CUCOPY_MPI_MANAGED");
+    if (v == NULL || *v == '\0' || strcmp(v, "pass") == 0)
+        stage_managed = 0;
+    else if (strcmp(v, "stage") == 0)
+        stage_managed = 1;
+    else
+        snprintf(config_error, sizeof config_error,
+                 "CUCOPY_MPI_MANAGED=%s: expected pass or stage", v);
+
+    parse_bool("CUCOPY_MPI_STATS", getenv("CUCOPY_MPI_STATS"), &print_stats);
+
+    if (mode == MODE_OFF || config_error[0] != '\0')
+        atomic_store(&shim_state, SHIM_OFF);
+}
+
+/* ---- libcucopy.so.0, loaded on first need ------------------------------------ */
+
+static struct {
+    cucopy_status_t (*context_create)(const cucopy_context_params_t *, cucopy_context_h *);
+    cucopy_status_t (*context_destroy)(cucopy_context_h);
+    cucopy_status_t (*mem_query)(cucopy_context_h, const void *, size_t, cucopy_mem_attr_t *);
+    cucopy_status_t (*mem_alloc)(cucopy_context_h, const cucopy_mem_alloc_params_t *, void **);
+    cucopy_status_t (*mem_free)(cucopy_context_h, void *);
+    cucopy_status_t (*iface_open)(cucopy_context_h, const cucopy_iface_params_t *,
+                                  cucopy_iface_h *);
+    cucopy_status_t (*iface_close)(cucopy_iface_h);
+    cucopy_status_t (*ep_create)(cucopy_iface_h, cucopy_ep_h *);
+    cucopy_status_t (*ep_destroy)(cucopy_ep_h);
+    cucopy_status_t (*ep_put_short)(cucopy_ep_h, const void *, size_t, uint64_t);
+    const char *(*last_error)(void);
+    const char *(*status_string)(cucopy_status_t);
+    unsigned (*get_version)(void);
+    cucopy_context_h ctx;
+    cucopy_iface_h iface;
+    cucopy_ep_h ep;
+} cc;
+
+static void *load_library(char *why, size_t why_len)
+{
+    const char *path = getenv("CUCOPY_MPI_LIBCUCOPY");
+    if (path == NULL || *path == '\0')
+        path = "libcucopy.so.0";
+    /* By name: our RUNPATH ($ORIGIN: installed side by side), LD_LIBRARY_PATH,
+     * the system's paths. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h != NULL)
+        return h;
+    snprintf(why, why_len, "%s", dlerror());
+    if (strchr(path, '/') != NULL)
+        return NULL;
+    /* Then explicitly next to this library. */
+    Dl_info self;
+    if (dladdr((void *)&load_library, &self) == 0 || self.dli_fname == NULL)
+        return NULL;
+    char next_to[PATH_MAX];
+    const char *slash = strrchr(self.dli_fname, '/');
+    if (slash == NULL)
+        return NULL;
+    snprintf(next_to, sizeof next_to, "%.*s/%s", (int)(slash - self.dli_fname),
+             self.dli_fname, path);
+    return dlopen(next_to, RTLD_NOW | RTLD_LOCAL);
+}
+
+#define LOAD_SYM(field, name)                                                          \
+    do {                                                                               \
+        *(void **)&cc.field = dlsym(h, name);                                          \
+        if (cc.field == NULL) {                                                        \
+            snprintf(why, sizeof why, "%s has no %s", "libcucopy.so.0", name);         \
+            goto fail;                                                                 \
+        }                                                                              \
+    } while (0)
+
+/* 0 when cc is ready; -1 (a message on stderr) when the shim must pass
+ * everything through. Called once, under probe_mu. */
+static int load_cucopy(void)
+{
+    char why[512] = "";
+    void *h = load_library(why, sizeof why);
+    if (h == NULL)
+        goto fail;
+    LOAD_SYM(context_create, "cucopy_context_create");
+    LOAD_SYM(context_destroy, "cucopy_context_destroy");
+    LOAD_SYM(mem_query, "cucopy_mem_query");
+    LOAD_SYM(mem_alloc, "cucopy_mem_alloc");
+    LOAD_SYM(mem_free, "cucopy_mem_free");
+    LOAD_SYM(iface_open, "cucopy_iface_open");
+    LOAD_SYM(iface_close, "cucopy_iface_close");
+    LOAD_SYM(ep_create, "cucopy_ep_create");
+    LOAD_SYM(ep_destroy, "cucopy_ep_destroy");
+    LOAD_SYM(ep_put_short, "cucopy_ep_put_short");
+    LOAD_SYM(last_error, "cucopy_last_error");
+    LOAD_SYM(status_string, "cucopy_status_string");
+    LOAD_SYM(get_version, "cucopy_get_version");
+    unsigned v = cc.get_version();
+    if (v / 100 != CUCOPY_VERSION / 100) {
+        snprintf(why, sizeof why, "libcucopy.so.0 is version %u, this shim was built for %u",
+                 v, (unsigned)CUCOPY_VERSION);
+        goto fail;
+    }
+    /* The driver: $CUCOPY_CUDA_DRIVER or libcuda.so.1, which is the object the
+     * program already loaded (dlopen finds it by its SONAME). */
+    cucopy_status_t st = cc.context_create(NULL, &cc.ctx);
+    if (st != CUCOPY_OK) {
+        snprintf(why, sizeof why, "cucopy_context_create: %s", cc.last_error());
+        goto fail;
+    }
+    cucopy_iface_params_t ip = {.field_mask = CUCOPY_IFACE_PARAM_THREAD_MODE,
+                                .thread_mode = CUCOPY_THREAD_MODE_MULTI};
+    st = cc.iface_open(cc.ctx, &ip, &cc.iface);
+    if (st == CUCOPY_OK)
+        st = cc.ep_create(cc.iface, &cc.ep);
+    if (st != CUCOPY_OK) {
+        snprintf(why, sizeof why, "%s", cc.last_error());
+        goto fail;
+    }
+    return 0;
+fail:
+    fprintf(stderr,
+            "cucopy_mpi: cannot use libcucopy.so.0 (%s): GPU buffers are NOT staged, "
+            "every buffer goes to MPI unchanged\n",
+            why);
+    status_note = "off (libcucopy.so.0 unusable)";
+    return -1;
+}
+
+/* ---- the probe -------------------------------------------------------------- */
+
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned long long adds_seen; /* dlpi_adds at the last probe */
+
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1; /* the first object is enough */
+}
+
+int shim_probe_cuda(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(adds_cb, &adds);
+    if (SHIM_LIKELY(adds == atomic_load_explicit(&adds_seen, memory_order_acquire)))
+        return 0;
+    pthread_mutex_lock(&probe_mu);
+    if (atomic_load(&shim_state) == SHIM_WATCHING) {
+        /* The handle is kept: libcuda stays loaded while the shim uses it. */
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+        if (cuda != NULL)
+            atomic_store(&shim_state, load_cucopy() == 0 ? SHIM_ACTIVE : SHIM_OFF);
+        /* After the state: a thread seeing these adds sees the state too. */
+        atomic_store_explicit(&adds_seen, adds, memory_order_release);
+    }
+    int active = atomic_load(&shim_state) == SHIM_ACTIVE;
+    pthread_mutex_unlock(&probe_mu);
+    return active;
+}
+
+/* ---- init and finalize -------------------------------------------------------- */
+
+static int world_rank = -1;
+
+void shim_after_init(int provided)
+{
+    (void)provided; /* the iface is multi-thread whatever the level */
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    if (config_error[0] != '\0') {
+        fprintf(stderr, "cucopy_mpi: %s\n", config_error);
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* CUDA-awareness: Open MPI's and MPICH's MPIX_Query_cuda_support()
+     * (mpi-ext.h), looked up at run time; 0 on Debian's builds. A CUDA-aware
+     * MPI handles device buffers itself: auto mode passes everything through,
+     * force mode stages anyway. */
+    int (*query)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
+    if (query != NULL && query() == 1) {
+        if (mode == MODE_AUTO) {
+            atomic_store(&shim_state, SHIM_OFF);
+            status_note = "off (the MPI reports CUDA support; CUCOPY_MPI=force stages anyway)";
+        } else if (mode == MODE_FORCE) {
+            status_note = "force (the MPI reports CUDA support)";
+        }
+    }
+}
+
+/* ---- stats -------------------------------------------------------------------- */
+
+#define STATS_DEVICES 16
+
+static _Atomic unsigned long long stat_calls[2][STATS_DEVICES + 1];
+static _Atomic unsigned long long stat_bytes[2][STATS_DEVICES + 1];
+
+void shim_stats_add(int to_device, int device, size_t bytes)
+{
+    int d = device >= 0 && device < STATS_DEVICES ? device : STATS_DEVICES;
+    atomic_fetch_add_explicit(&stat_calls[to_device][d], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&stat_bytes[to_device][d], bytes, memory_order_relaxed);
+}
+
+static void stats_print(void)
+{
+    static const char *dir[2] = {"device->MPI", "MPI->device"};
+    char line[2048];
+    int at = snprintf(line, sizeof line, "cucopy_mpi: rank %d: staging %s, libcuda %s",
+                      world_rank, status_note,
+                      atomic_load(&shim_state) == SHIM_ACTIVE ? "loaded" : "not loaded");
+    for (int t = 0; t < 2; t++) {
+        at += snprintf(line + at, sizeof line - (size_t)at, "; %s:", dir[t]);
+        int any = 0;
+        for (int d = 0; d <= STATS_DEVICES && at < (int)sizeof line - 80; d++) {
+            unsigned long long n = atomic_load(&stat_calls[t][d]);
+            if (n == 0)
+                continue;
+            any = 1;
+            at += snprintf(line + at, sizeof line - (size_t)at, " dev%d %llu calls %llu bytes",
+                           d == STATS_DEVICES ? -1 : d, n, atomic_load(&stat_bytes[t][d]));
+        }
+        if (!any)
+            at += snprintf(line + at, sizeof line - (size_t)at, " none");
+    }
+    snprintf(line + at, sizeof line - (size_t)at,
+             "; pool high-water %zu bytes, pageable fallbacks %ld\n", shim_pool_high_water(),
+             shim_pool_fallbacks());
+    fputs(line, stderr);
+}
+
+void shim_after_finalize(void)
+{
+    if (print_stats)
+        stats_print();
+    if (cc.ctx == NULL)
+        return;
+    shim_pool_release_all();
+    cc.ep_destroy(cc.ep);
+    cc.iface_close(cc.iface);
+    /* BUSY while staging memory is still held (a request never completed):
+     * the context then stays, which only matters at exit. */
+    if (cc.context_destroy(cc.ctx) == CUCOPY_OK)
+        cc.ctx = NULL;
+}
+
+/* ---- host memory for the pool ------------------------------------------------- */
+
+cucopy_status_t shim_cucopy_host_alloc(size_t bytes, void **p)
+{
+    cucopy_mem_alloc_params_t ap = {
+        .field_mask = CUCOPY_MEM_ALLOC_PARAM_LENGTH | CUCOPY_MEM_ALLOC_PARAM_MEM_TYPE,
+        .length = bytes,
+        .mem_type = CUCOPY_MEMORY_TYPE_HOST};
+    return cc.mem_alloc(cc.ctx, &ap, p);
+}
+
+void shim_cucopy_host_free(void *p)
+{
+    if (cc.mem_free(cc.ctx, p) != CUCOPY_OK)
+        fprintf(stderr, "cucopy_mpi: freeing staging memory: %s\n", cc.last_error());
+}
+
+/* ---- errors ------------------------------------------------------------------- */
+
+#define ERROR_CODES 64
+
+static pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char text[MPI_MAX_ERROR_STRING];
+    int code;
+} error_codes[ERROR_CODES];
+static int error_codes_used;
+
+/* An error code of class errclass whose MPI_Error_string is text: made once
+ * per distinct text (MPI_Add_error_code + MPI_Add_error_string). */
+static int error_code_for(int errclass, const char *text)
+{
+    int code = errclass;
+    pthread_mutex_lock(&error_mu);
+    for (int i = 0; i < error_codes_used; i++) {
+        if (strcmp(error_codes[i].text, text) == 0) {
+            code = error_codes[i].code;
+            goto out;
+        }
+    }
+    int fresh;
+    if (error_codes_used < ERROR_CODES && PMPI_Add_error_code(errclass, &fresh) == MPI_SUCCESS &&
+        PMPI_Add_error_string(fresh, (char *)text) == MPI_SUCCESS) {
+        snprintf(error_codes[error_codes_used].text, MPI_MAX_ERROR_STRING, "%s", text);
+        error_codes[error_codes_used++].code = fresh;
+        code = fresh;
+    } else {
+        fprintf(stderr, "%s\n", text); /* the plain class carries no message */
+    }
+out:
+    pthread_mutex_unlock(&error_mu);
+    return code;
+}
+
+int shim_error(MPI_Comm comm, int errclass, const char *call, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    snprintf(text, sizeof text, "cucopy_mpi: %s: %s", call, what);
+    int code = error_code_for(errclass, text);
+    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, code);
+    return code;
+}
+
+/* A cucopy failure: the detail goes to stderr (it varies), the code is fixed. */
+static int cucopy_error(MPI_Comm comm, const char *call, const char *what)
+{
+    fprintf(stderr, "cucopy_mpi: %s: %s: %s\n", call, what, cc.last_error());
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s failed (details on stderr)", what);
+    return shim_error(comm, MPI_ERR_OTHER, call, msg);
+}
+
+/* ---- classification and staging ------------------------------------------------- */
+
+int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype dt,
+               MPI_Comm comm, int direction, struct shim_buf *b)
+{
+    b->staged = 0;
+    if (count <= 0)
+        return MPI_SUCCESS;
+    MPI_Count size = 0, tlb = 0, text = 0, lb = 0, ext = 0;
+    /* A bad type or count is MPI's to report: pass through. */
+    if (PMPI_Type_size_x(dt, &size) != MPI_SUCCESS || size <= 0 || size == MPI_UNDEFINED ||
+        PMPI_Type_get_true_extent_x(dt, &tlb, &text) != MPI_SUCCESS ||
+        PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS)
+        return MPI_SUCCESS;
+    /* The first byte touched; with MPI_BOTTOM (NULL) the type's addresses are
+     * absolute. Unsigned arithmetic: no overflow trap on odd lower bounds. */
+    uintptr_t first = (uintptr_t)buf + (uintptr_t)(intptr_t)tlb;
+    if (first == 0)
+        return MPI_SUCCESS;
+    /* One contiguous block: no holes in one element, elements back to back. */
+    int dense = size == text && (count == 1 || ext == size);
+    size_t bytes = 0;
+    if (dense) {
+        if ((unsigned long long)count > SIZE_MAX / (unsigned long long)size)
+            return shim_error(comm, MPI_ERR_COUNT, call, "count * type size overflows");
+        bytes = (size_t)count * (size_t)size;
+    }
+    cucopy_mem_attr_t attr = {.field_mask = CUCOPY_MEM_ATTR_MEM_TYPE | CUCOPY_MEM_ATTR_DEVICE};
+    cucopy_status_t st = cc.mem_query(cc.ctx, (const void *)first, bytes, &attr);
+    if (st == CUCOPY_ERR_OUT_OF_RANGE)
+        return shim_error(comm, MPI_ERR_BUFFER, call,
+                          "the message runs past the end of its device allocation");
+    if (st != CUCOPY_OK)
+        return cucopy_error(comm, call, "classifying the buffer (cucopy_mem_query)");
+    if (attr.mem_type == CUCOPY_MEMORY_TYPE_HOST)
+        return MPI_SUCCESS;
+    if (attr.mem_type == CUCOPY_MEMORY_TYPE_CUDA_MANAGED && !stage_managed)
+        return MPI_SUCCESS; /* the CPU can read and write managed memory */
+    if (buf == MPI_BOTTOM)
+        return shim_error(comm, MPI_ERR_BUFFER, call,
+                          "MPI_BOTTOM with a datatype that reaches device memory "
+                          "is not supported");
+    if (!dense)
+        return shim_error(comm, MPI_ERR_TYPE, call,
+                          "a datatype that is not one contiguous block on device memory "
+                          "is not supported (yet)");
+    b->host = shim_pool_get(bytes, &b->cap, &b->pinned);
+    if (b->host == NULL)
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no host memory for staging");
+    b->first = (char *)first;
+    b->tlb = (MPI_Aint)tlb;
+    b->bytes = bytes;
+    b->device = attr.device;
+    if (direction & SHIM_TO_MPI) {
+        st = cc.ep_put_short(cc.ep, b->first, bytes, (uint64_t)(uintptr_t)b->host);
+        if (st != CUCOPY_OK) {
+            shim_pool_put(b->host, b->cap, b->pinned);
+            return cucopy_error(comm, call, "copying the device buffer to host memory");
+        }
+        shim_stats_add(0, b->device, bytes);
+    }
+    b->staged = 1;
+    return MPI_SUCCESS;
+}
+
+int shim_restage(const char *call, struct shim_buf *b, MPI_Comm comm)
+{
+    cucopy_status_t st = cc.ep_put_short(cc.ep, b->first, b->bytes, (uint64_t)(uintptr_t)b->host);
+    if (st != CUCOPY_OK)
+        return cucopy_error(comm, call, "copying the device buffer to host memory");
+    shim_stats_add(0, b->device, b->bytes);
+    return MPI_SUCCESS;
+}
+
+int shim_unstage(const char *call, struct shim_buf *b, size_t n, MPI_Comm comm)
+{
+    if (n > b->bytes)
+        n = b->bytes;
+    if (n == 0)
+        return MPI_SUCCESS;
+    cucopy_status_t st = cc.ep_put_short(cc.ep, b->host, n, (uint64_t)(uintptr_t)b->first);
+    if (st != CUCOPY_OK)
+        return cucopy_error(comm, call, "copying the received message to device memory");
+    shim_stats_add(1, b->device, n);
+    return MPI_SUCCESS;
+}
+
+size_t shim_received_bytes(const MPI_Status *st)
+{
+    int cancelled = 0;
+    if (PMPI_Test_cancelled(st, &cancelled) == MPI_SUCCESS && cancelled)
+        return 0;
+    /* Elements of MPI_BYTE are bytes: Open MPI and MPICH keep the byte count
+     * in the status, whatever the receive's datatype (which may be freed by now). */
+    MPI_Count n = 0;
+    if (PMPI_Get_elements_x(st, MPI_BYTE, &n) != MPI_SUCCESS || n == MPI_UNDEFINED || n < 0)
+        return 0;
+    return (size_t)n;
+}
+
+void shim_release(struct shim_buf *b)
+{
+    if (b->staged)
+        shim_pool_put(b->host, b->cap, b->pinned);
+    b->staged = 0;
+}
+
+int shim_copy_ok(int rc)
+{
+    if (rc == MPI_SUCCESS)
+        return 1;
+    int cls = MPI_ERR_OTHER;
+    return PMPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE;
+}
