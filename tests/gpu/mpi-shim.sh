@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# The MPI interposer's checks on a GPU machine, over a build tree made
+# elsewhere, with the real driver and the machine's own (not CUDA-aware)
+# Open MPI, run as root:
+#
+#   tests/gpu/mpi-shim.sh BUILD_DIR
+#
+# The same programs as mpi/tests/CMakeLists.txt runs on the fake driver:
+# p2p_device under LD_PRELOAD with 2 and 3 ranks (3 ranks share the GPUs),
+# the negative controls (without the shim, and CUCOPY_MPI=off: device
+# buffers reach MPI, which must fault), the host-only program with and
+# without the shim (never maps libcucopy or libcuda), and the host
+# pass-through overhead (--bench). Prints PASS/FAIL per check; exit status
+# 1 if any failed.
+set -uo pipefail
+build=$(cd "${1:?build dir}" && pwd)
+unset CUCOPY_CUDA_DRIVER FAKECUDA_DEVICES FAKECUDA_DELAY_US
+shim=$build/lib/libcucopy_mpi.so
+mpirun --version 2>&1 | head -1
+ompi_info 2>/dev/null | grep -i "cuda" | head -3
+failed=0
+
+# check NAME EXPECT(pass|fault) RANKS PRELOAD(yes|no) PROGRAM ARGS... ; env from the caller
+check() {
+    local name=$1 expect=$2 ranks=$3 preload=$4
+    shift 4
+    local pre=()
+    [[ $preload == yes ]] && pre=(-x "LD_PRELOAD=$shim")
+    local out rc
+    out=$(timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ranks" \
+        -x CUCOPY_MPI -x CUCOPY_MPI_STATS "${pre[@]}" "$build/bin/$1" "${@:2}" 2>&1)
+    rc=$?
+    local ok=0
+    if [[ $expect == pass ]]; then
+        [[ $rc -eq 0 ]] && ok=1
+    else
+        [[ $rc -ne 0 ]] && grep -qiE "segmentation fault|signal 11|SIGSEGV" <<<"$out" && ok=1
+    fi
+    if [[ $ok -eq 1 ]]; then
+        echo "PASS  $name (exit $rc)"
+    else
+        echo "FAIL  $name (exit $rc, expected $expect)"
+        failed=1
+    fi
+    printf '%s\n' "$out" | sed "s/^/    $name: /" | tail -n 40
+}
+
+export CUCOPY_MPI_STATS=1 CUCOPY_MPI=auto
+check mpi_shim_p2p_n2 pass 2 yes mpi_shim_p2p_device
+check mpi_shim_p2p_n3 pass 3 yes mpi_shim_p2p_device
+check mpi_shim_host_only pass 2 yes mpi_shim_host_only --expect-shim
+check mpi_shim_host_only_plain pass 2 no mpi_shim_host_only --expect-no-shim
+check mpi_shim_negative_control fault 2 no mpi_shim_p2p_device blocking
+CUCOPY_MPI=off check mpi_shim_off fault 2 yes mpi_shim_p2p_device blocking
+export CUCOPY_MPI_STATS=0
+check mpi_shim_bench_without pass 2 no mpi_shim_host_only --bench
+check mpi_shim_bench_with_shim pass 2 yes mpi_shim_host_only --bench
+check mpi_shim_bench_with_shim_cuda_loaded pass 2 yes mpi_shim_host_only --bench --load-cuda
+exit $failed
