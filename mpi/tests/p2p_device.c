@@ -81,10 +81,17 @@ static void dfree(int dev, void *p)
     pop();
 }
 
+/* Write device memory and wait until the data is there: cuMemcpyHtoD from
+ * pageable memory may return before its DMA to the device has landed (the
+ * CUDA documentation says so), and the shim's copies run on cucopy's own
+ * non-blocking streams, which do not wait for the legacy default stream. A
+ * program must likewise have finished writing a buffer before handing it to
+ * MPI (docs/mpi.md); without this wait the tests failed on an H200. */
 static void dput(int dev, void *d, const void *h, size_t n)
 {
     push(dev);
     TD_CHECK(td.cuMemcpyHtoD((cdDevicePtr)(uintptr_t)d, h, n));
+    TD_CHECK(td.cuCtxSynchronize());
     pop();
 }
 
