@@ -58,6 +58,16 @@ func _() {
 	// event bits
 	_ = x[core.EventSendComp-C.CUCOPY_EVENT_SEND_COMP]
 
+	// cucopy_dir_t and the arrays of cucopy_iface_stats_t
+	_ = x[core.DirH2D-C.CUCOPY_DIR_H2D]
+	_ = x[core.DirD2H-C.CUCOPY_DIR_D2H]
+	_ = x[core.DirD2D-C.CUCOPY_DIR_D2D]
+	_ = x[core.DirPeer-C.CUCOPY_DIR_PEER]
+	_ = x[core.DirHost-C.CUCOPY_DIR_HOST]
+	_ = x[core.NumDirs-C.CUCOPY_DIR_COUNT]
+	_ = x[len(C.cucopy_iface_stats_t{}.dir_pieces)-C.CUCOPY_DIR_COUNT]
+	_ = x[len(C.cucopy_iface_stats_t{}.device_pieces)-C.CUCOPY_MAX_DEVICES*C.CUCOPY_DIR_COUNT]
+
 	// cucopy_memory_type_t
 	_ = x[core.MemHost-C.CUCOPY_MEMORY_TYPE_HOST]
 	_ = x[core.MemCUDA-C.CUCOPY_MEMORY_TYPE_CUDA]

@@ -22,6 +22,8 @@ const (
 	ifaceParamsKnown = C.CUCOPY_IFACE_PARAM_THREAD_MODE | C.CUCOPY_IFACE_PARAM_MAX_POLL | C.CUCOPY_IFACE_PARAM_MAX_EVENTS
 	ifaceAttrKnown   = C.CUCOPY_IFACE_ATTR_CAP_FLAGS | C.CUCOPY_IFACE_ATTR_MAX_IOV | C.CUCOPY_IFACE_ATTR_MAX_POLL |
 		C.CUCOPY_IFACE_ATTR_MAX_EVENTS | C.CUCOPY_IFACE_ATTR_THREAD_MODE | C.CUCOPY_IFACE_ATTR_DEVICE_COUNT
+	ifaceStatsKnown = C.CUCOPY_IFACE_STATS_EVENTS | C.CUCOPY_IFACE_STATS_DIRECTIONS |
+		C.CUCOPY_IFACE_STATS_DEVICES | C.CUCOPY_IFACE_STATS_CONTEXTS
 )
 
 // ifaceParams applies the caller's params over the context's configuration.
@@ -169,6 +171,43 @@ func cucopyGoIfaceFence(h C.uint64_t, flags C.unsigned) C.int {
 			return failf(core.ErrInvalid, op, "unknown flags 0x%x", uint(flags))
 		}
 		return result(core.OK, iface.Fence(op))
+	})
+}
+
+//export cucopyGoIfaceStats
+func cucopyGoIfaceStats(h C.uint64_t, out *C.cucopy_iface_stats_t) C.int {
+	const op = "iface_stats"
+	return call(ifaces, h, op, func(iface *core.Iface) C.int {
+		if out == nil {
+			return failf(core.ErrInvalid, op, "stats is NULL")
+		}
+		mask := uint64(out.field_mask)
+		if err := checkMask(op, mask, ifaceStatsKnown); err != nil {
+			return fail(err)
+		}
+		st := iface.Stats()
+		if mask&C.CUCOPY_IFACE_STATS_EVENTS != 0 {
+			out.no_resource, out.flushes, out.fences = C.uint64_t(st.NoResource), C.uint64_t(st.Flushes), C.uint64_t(st.Fences)
+		}
+		if mask&C.CUCOPY_IFACE_STATS_DIRECTIONS != 0 {
+			for k, d := range st.Dir {
+				out.dir_operations[k], out.dir_pieces[k], out.dir_bytes[k] = C.uint64_t(d.Operations), C.uint64_t(d.Pieces), C.uint64_t(d.Bytes)
+			}
+		}
+		if mask&C.CUCOPY_IFACE_STATS_DEVICES != 0 {
+			n := min(len(st.Device), C.CUCOPY_MAX_DEVICES)
+			out.device_count = C.int(n)
+			for dev := range n {
+				for k, d := range st.Device[dev] {
+					j := dev*core.NumDirs + k
+					out.device_operations[j], out.device_pieces[j], out.device_bytes[j] = C.uint64_t(d.Operations), C.uint64_t(d.Pieces), C.uint64_t(d.Bytes)
+				}
+			}
+		}
+		if mask&C.CUCOPY_IFACE_STATS_CONTEXTS != 0 {
+			out.contexts_seen, out.contexts_released, out.contexts_reset = C.uint64_t(st.ContextsSeen), C.uint64_t(st.ContextsReleased), C.uint64_t(st.ContextsReset)
+		}
+		return 0
 	})
 }
 

@@ -320,6 +320,12 @@ cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh)
                         : (cucopy_status_t)cucopyGoMemDereg(HANDLE_BITS(ctx), HANDLE_BITS(memh));
 }
 
+cucopy_status_t cucopy_iface_stats(cucopy_iface_h iface, cucopy_iface_stats_t *stats)
+{
+    GUARD("iface_stats");
+    return (cucopy_status_t)cucopyGoIfaceStats(HANDLE_BITS(iface), stats);
+}
+
 cucopy_status_t cucopy_iface_release_context(cucopy_iface_h iface, uint64_t cuda_ctx_id)
 {
     GUARD("iface_release_context");

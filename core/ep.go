@@ -91,11 +91,11 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 	req := i.request(holder)
 	*req = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	req.Dst, req.Src = endpoints(put, uint64(buffer), remote)
-	_, err := i.issuePiece(api, req, nil)
+	_, err := i.issuePiece(api, req, nil, true)
 	if holder != nil {
 		i.recycle(holder)
 	}
-	return err
+	return i.countNoResource(err)
 }
 
 // Zcopy issues every iov entry, back to back from remote. It returns OK
@@ -136,6 +136,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	var queued [MaxIOV]pieceRef
 	n := int32(0)
 	off := uint64(0)
+	first := true
 	for _, v := range iov {
 		if v.Length == 0 {
 			continue
@@ -150,7 +151,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 			req.Flags = cudadrv.CopyReuse
 			req.ReuseSlot, req.ReuseKind, req.ReuseEvent, req.ReuseSeq = last.slot, last.kind, last.event, last.seq
 		}
-		st, err := i.issuePiece(api, req, op)
+		st, err := i.issuePiece(api, req, op, first)
 		if err != nil {
 			if st == cudadrv.CopyNeedEvent && i.neverFits(queued[:n], req) {
 				err = errorf(ErrInvalid, api, "the operation needs more than max_events (%d) events in CUDA context id %d: its iov runs there in more than %d separate stretches; raise max_events (CUCOPY_MAX_EVENTS) or split the iov",
@@ -159,8 +160,9 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 			i.waitQueued(queued[:n], e.lane)
 			op.abandoned = true
 			i.endIssue(op, n)
-			return StatusOf(err), err
+			return StatusOf(err), i.countNoResource(err)
 		}
+		first = false
 		if st == cudadrv.CopyQueued {
 			queued[n] = pieceRef{slot: req.Slot, kind: req.Kind, id: req.CtxID, event: req.Event, seq: req.ReuseSeq}
 			n++
@@ -215,7 +217,7 @@ type pieceRef struct {
 // queue entry), or an error. Multi-thread ifaces take no lock here but the
 // slot's, which the driver layer hands over on CopyQueued and CopyJoined;
 // the cold work takes mu.
-func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation) (cudadrv.CopyStatus, error) {
+func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first bool) (cudadrv.CopyStatus, error) {
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
@@ -227,7 +229,7 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation) (cuda
 		}
 		switch st {
 		case cudadrv.CopyDone:
-			i.countCopy(req)
+			i.countCopy(req, first)
 			return st, nil
 		case cudadrv.CopyCPU:
 			if i.nfence.Load() > 0 {
@@ -239,16 +241,16 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation) (cuda
 				return st, err
 			}
 			req.Slot = -1
-			i.countCopy(req)
+			i.countCopy(req, first)
 			return cudadrv.CopyDone, nil
 		case cudadrv.CopyJoined:
 			// Folded into the operation's previous piece: its queue entry
 			// and event now stand for both.
-			i.countCopy(req)
+			i.countCopy(req, first)
 			i.unlockSlot(int(req.Slot))
 			return st, nil
 		case cudadrv.CopyQueued:
-			i.queuePiece(req, op)
+			i.queuePiece(req, op, first)
 			return st, nil
 		case cudadrv.CopyOutOfRange:
 			which, addr := "source", req.Src
@@ -269,7 +271,7 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation) (cuda
 // queuePiece books a piece the driver layer queued for op and refills the
 // slot's free event, under the slot's lock that Copy handed over; it
 // releases it (also if it panics).
-func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation) {
+func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool) {
 	s := int(req.Slot)
 	defer i.unlockSlot(s)
 	r := &i.res[s]
@@ -281,7 +283,7 @@ func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation) {
 		i.slots[s].Event = r.free[n-1]
 		r.free = r.free[:n-1]
 	}
-	i.countCopy(req)
+	i.countCopy(req, first)
 }
 
 // waitQueued waits for pieces already issued by an operation that then

@@ -38,6 +38,7 @@ func (i *Iface) Fence(api string) error {
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is closed")
 	}
+	i.counters.fences.Add(1)
 	i.pruneFence()
 	added := false
 	i.eachBusyQueue(func(t queueTarget) bool {

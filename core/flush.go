@@ -28,6 +28,7 @@ func (i *Iface) Flush(api string, comp uintptr, fromCallback bool) (Status, erro
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
+	i.counters.flushes.Add(1)
 	var targets []queueTarget
 	busy := false
 	i.eachBusyQueue(func(t queueTarget) bool {

@@ -94,9 +94,9 @@ type Iface struct {
 
 	reclaimFrom int // where the next search for an idle slot starts (slots.go); under mu
 
-	cpuOps, cpuBytes atomic.Uint64
-	statsPrinted     bool
-	goAtOpen         [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
+	counters     ifaceCounters // stats.go
+	statsPrinted bool
+	goAtOpen     [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
 }
 
 // OpenIface opens an iface. No CUDA resource is created here.
@@ -135,6 +135,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		serial:  ifaceSerials.Add(1),
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
+	i.counters.retired = make([][gpuDirs]DirStats, c.devices)
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()
 	}
@@ -200,10 +201,6 @@ func (i *Iface) Close() error {
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is already closed")
 	}
-	if i.ctx.cfg.Stats && !i.statsPrinted {
-		i.printStats()
-		i.statsPrinted = true
-	}
 	var errs []error
 	for s := range int(i.nslots.Load()) {
 		errs = append(errs, i.releaseSlot(s)...)
@@ -217,6 +214,10 @@ func (i *Iface) Close() error {
 			continue
 		}
 		cudadrv.StorePrimary(i.primary, dev, 0)
+	}
+	if i.ctx.cfg.Stats && !i.statsPrinted { // after the releases: they are counted
+		i.printStats()
+		i.statsPrinted = true
 	}
 	if len(errs) > 0 {
 		// What could not be released is still held: the iface stays open

@@ -58,8 +58,8 @@ type ctxResources struct {
 	events      int  // events created (in queues, free, or in the slot)
 	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
-	ops, bytes  [cudadrv.NumKinds]atomic.Uint64
-	polling     atomic.Bool // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
+	counters    [gpuDirs]dirCounters // stats.go
+	polling     atomic.Bool          // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
 }
 
 // incarnation is slot s's incarnation as the driver layer checks it; under
@@ -131,6 +131,7 @@ func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) 
 	if s == int(i.nslots.Load()) {
 		i.nslots.Store(int32(s + 1))
 	}
+	i.counters.seen++
 	logf(LogDebug, "new context: device %d, context id %d, lane %d, slot %d", dev, id, lane, s)
 	return s, nil
 }
@@ -297,6 +298,7 @@ func (i *Iface) releaseSlot(s int) []error {
 		return errs
 	}
 	i.retireSlot(s)
+	i.counters.released++
 	return nil
 }
 
@@ -364,6 +366,7 @@ func (i *Iface) dropSlot(s int, st Status) {
 		}
 	}
 	i.retireSlot(s)
+	i.counters.reset++
 }
 
 // dropEnded drops slot s, whose incarnation inc progress found ended,
@@ -434,10 +437,7 @@ func (i *Iface) retireSlot(s int) {
 	for k := range r.queues {
 		r.queues[k] = eventQueue{issued: r.queues[k].issued, done: r.queues[k].done}
 	}
-	for k := range r.ops {
-		r.ops[k].Store(0)
-		r.bytes[k].Store(0)
-	}
+	i.retireCounts(s)
 	i.unlockSlot(s)
 	i.completeFlushes()
 }

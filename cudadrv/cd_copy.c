@@ -259,6 +259,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
     op->ctx = ctx;
     op->ctx_id = id;
+    op->dir = kind;
     op->kind = (op->flags & CD_COPY_SYNC) ? CD_KIND_SHORT : kind;
     if (s < 0) {
         op->device = -1;

@@ -124,7 +124,7 @@ typedef struct cd_copy_op {
     uintptr_t reuse_event;
     uint64_t reuse_seq;
     int32_t lane;
-    int32_t pad;
+    int32_t dir; /* out: the direction kind, also of a short copy (kind is SHORT then) */
     /* out */
     int32_t slot;
     int32_t kind;

@@ -125,7 +125,7 @@ type CopyOp struct {
 	ReuseEvent    Event
 	ReuseSeq      uint64 // the previous piece's queue entry, by sequence number
 	Lane          int32  // the endpoint's lane (Slot.Lane)
-	_             int32
+	Dir           int32  // out: the direction kind (KindH2D to KindPeer), also of a short copy, whose Kind is KindShort
 	// Out (Ctx is also in, with CopyFallbackCtx).
 	Slot        int32
 	Kind        int32

@@ -29,6 +29,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseEvent)-unsafe.Offsetof(C.cd_copy_op{}.reuse_event)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseSeq)-unsafe.Offsetof(C.cd_copy_op{}.reuse_seq)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Lane)-unsafe.Offsetof(C.cd_copy_op{}.lane)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Dir)-unsafe.Offsetof(C.cd_copy_op{}.dir)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Ctx)-unsafe.Offsetof(C.cd_copy_op{}.ctx)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SeenPrimary)-unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Err)-unsafe.Offsetof(C.cd_copy_op{}.err)]

@@ -187,10 +187,43 @@ module cucopy
   integer(c_int64_t), parameter :: CUCOPY_IFACE_ATTR_THREAD_MODE = 16
   integer(c_int64_t), parameter :: CUCOPY_IFACE_ATTR_DEVICE_COUNT = 32
 
+  ! cucopy_dir_t: direction kinds of the statistics (index + 1 of the arrays
+  ! of cucopy_iface_stats_t; device arrays: device * CUCOPY_DIR_COUNT + dir + 1)
+  integer(c_int), parameter :: CUCOPY_DIR_H2D = 0
+  integer(c_int), parameter :: CUCOPY_DIR_D2H = 1
+  integer(c_int), parameter :: CUCOPY_DIR_D2D = 2
+  integer(c_int), parameter :: CUCOPY_DIR_PEER = 3
+  integer(c_int), parameter :: CUCOPY_DIR_HOST = 4
+  integer(c_int), parameter :: CUCOPY_DIR_COUNT = 5
+
+  ! cucopy_iface_stats_t field bits
+  integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_EVENTS = 1
+  integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_DIRECTIONS = 2
+  integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_DEVICES = 4
+  integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_CONTEXTS = 8
+
   ! cucopy_iface_event_arm() events (unsigned in C)
   integer(c_int), parameter :: CUCOPY_EVENT_SEND_COMP = 1
 
   ! ------------------------------------------------------------ structs
+  !> struct cucopy_iface_stats (cucopy_iface_stats()).
+  type, bind(C) :: cucopy_iface_stats_t
+    integer(c_int64_t) :: field_mask
+    integer(c_int64_t) :: no_resource
+    integer(c_int64_t) :: flushes
+    integer(c_int64_t) :: fences
+    integer(c_int64_t) :: dir_operations(5)
+    integer(c_int64_t) :: dir_pieces(5)
+    integer(c_int64_t) :: dir_bytes(5)
+    integer(c_int) :: device_count
+    integer(c_int64_t) :: device_operations(320)
+    integer(c_int64_t) :: device_pieces(320)
+    integer(c_int64_t) :: device_bytes(320)
+    integer(c_int64_t) :: contexts_seen
+    integer(c_int64_t) :: contexts_released
+    integer(c_int64_t) :: contexts_reset
+  end type cucopy_iface_stats_t
+
   !> struct cucopy_completion: func(self) runs once count reaches 0.
   type, bind(C) :: cucopy_completion_t
     type(c_funptr) :: func
@@ -466,6 +499,13 @@ module cucopy
       integer(c_int64_t), value :: cuda_ctx_id
       integer(c_int) :: status
     end function cucopy_iface_release_context
+
+    function cucopy_iface_stats(iface, stats) bind(C, name="cucopy_iface_stats") result(status)
+      import :: c_int, c_ptr, cucopy_iface_stats_t
+      type(c_ptr), value :: iface
+      type(cucopy_iface_stats_t), intent(inout) :: stats
+      integer(c_int) :: status
+    end function cucopy_iface_stats
 
     ! ---------------------------------------------------- endpoint
     function cucopy_ep_create(iface, ep_p) bind(C, name="cucopy_ep_create") result(status)

@@ -565,6 +565,57 @@ CUCOPY_API cucopy_status_t cucopy_iface_event_arm(cucopy_iface_h iface, unsigned
  */
 CUCOPY_API cucopy_status_t cucopy_iface_release_context(cucopy_iface_h iface,
                                                         uint64_t cuda_ctx_id);
+
+/** Direction kinds of the statistics (index of cucopy_iface_stats_t's arrays). */
+typedef enum cucopy_dir {
+    CUCOPY_DIR_H2D = 0,  /**< host to device (managed memory counts as device) */
+    CUCOPY_DIR_D2H = 1,  /**< device to host */
+    CUCOPY_DIR_D2D = 2,  /**< device to device within one CUDA context */
+    CUCOPY_DIR_PEER = 3, /**< device to device across two contexts (two GPUs, or two contexts of one) */
+    CUCOPY_DIR_HOST = 4, /**< host to host, copied on the CPU */
+    CUCOPY_DIR_COUNT = 5
+} cucopy_dir_t;
+
+/** cucopy_iface_stats_t field bits. */
+enum {
+    CUCOPY_IFACE_STATS_EVENTS = 1u << 0,     /**< no_resource, flushes, fences */
+    CUCOPY_IFACE_STATS_DIRECTIONS = 1u << 1, /**< dir_operations, dir_pieces, dir_bytes */
+    CUCOPY_IFACE_STATS_DEVICES = 1u << 2,    /**< device_count, device_operations, ... */
+    CUCOPY_IFACE_STATS_CONTEXTS = 1u << 3    /**< contexts_seen, _released, _reset */
+};
+
+/**
+ * An iface's statistics: always on, cumulative for the iface's life (the
+ * counts of a released or reset context stay). An operation (a zcopy or a
+ * short copy) is counted once, under the direction of its first piece; a
+ * piece is one contiguous copy (an iov entry, or a short copy). Per device,
+ * the device is that of the CUDA context the copy ran on (a peer copy: the
+ * source's); CUCOPY_DIR_HOST has no device.
+ */
+typedef struct cucopy_iface_stats {
+    uint64_t field_mask;
+    uint64_t no_resource;           /**< ::CUCOPY_ERR_NO_RESOURCE returns */
+    uint64_t flushes;               /**< iface and ep flush calls */
+    uint64_t fences;                /**< iface and ep fence calls */
+    uint64_t dir_operations[5];     /**< [CUCOPY_DIR_*] */
+    uint64_t dir_pieces[5];         /**< [CUCOPY_DIR_*] */
+    uint64_t dir_bytes[5];          /**< [CUCOPY_DIR_*] */
+    int device_count;               /**< devices with entries below (at most CUCOPY_MAX_DEVICES) */
+    uint64_t device_operations[320]; /**< [device * CUCOPY_DIR_COUNT + CUCOPY_DIR_*] */
+    uint64_t device_pieces[320];    /**< [device * CUCOPY_DIR_COUNT + CUCOPY_DIR_*] */
+    uint64_t device_bytes[320];     /**< [device * CUCOPY_DIR_COUNT + CUCOPY_DIR_*] */
+    uint64_t contexts_seen;         /**< (context, lane) pairs that got resources */
+    uint64_t contexts_released;     /**< released: release_context, close, reclaim of an idle slot */
+    uint64_t contexts_reset;        /**< found ended (reset, driver deinitialized) and dropped */
+} cucopy_iface_stats_t;
+
+/**
+ * Fill the fields of @a stats selected by stats->field_mask. Cheap enough
+ * to call now and then (a lock and a walk of the iface's contexts); copies
+ * running meanwhile may or may not be counted yet. CUCOPY_STATS=1 prints the
+ * same data when the iface is closed.
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_stats(cucopy_iface_h iface, cucopy_iface_stats_t *stats);
 /**@}*/
 
 /** @name Endpoint: copies

@@ -173,7 +173,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 			break
 		}
 	}
-	op.Ctx, op.CtxID, op.Kind = ctx, id, kind
+	op.Ctx, op.CtxID, op.Kind, op.Dir = ctx, id, kind, kind
 	sync := op.Flags&cudadrv.CopySync != 0
 	if sync {
 		op.Kind = cudadrv.KindShort

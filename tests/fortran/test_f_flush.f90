@@ -5,7 +5,8 @@
 ! completion fires once everything issued before completed: the data is
 ! there), and iface flush without a completion (call again until OK); a
 ! fence between a put to device 0 and a get back from it, with no wait in
-! between (iface fence and ep fence).
+! between (iface fence and ep fence); the fences and the gets in
+! cucopy_iface_stats.
 program test_f_flush
   use, intrinsic :: iso_c_binding
   use cucopy
@@ -18,6 +19,7 @@ program test_f_flush
   integer(c_int64_t), allocatable :: dev(:)
   type(cucopy_iov_t) :: iov(1)
   type(cucopy_f_completion), target :: fl
+  type(cucopy_iface_stats_t) :: stats
   integer(c_int) :: s
   integer :: ndev, d, round, tries
   character(len=8) :: kind
@@ -112,6 +114,11 @@ program test_f_flush
   end do
   call ft_status(cucopy_iface_fence(iface, 1_c_int), CUCOPY_ERR_INVALID_PARAM, &
       "iface_fence with flags 1")
+  stats%field_mask = ior(CUCOPY_IFACE_STATS_EVENTS, CUCOPY_IFACE_STATS_DIRECTIONS)
+  call ft_status(cucopy_iface_stats(iface, stats), CUCOPY_OK, "iface_stats")
+  call ft_check(stats%fences == 2, "iface_stats: 2 fences, got " // ft_str(int(stats%fences)))
+  call ft_check(stats%dir_operations(CUCOPY_DIR_D2H + 1) == 2, "iface_stats: 2 operations d2h, got " // &
+      ft_str(int(stats%dir_operations(CUCOPY_DIR_D2H + 1))))
 
   call ft_status(cucopy_ep_flush(ep, 1_c_int, c_null_ptr), CUCOPY_ERR_INVALID_PARAM, &
       "ep_flush with flags 1")
