@@ -28,7 +28,7 @@ func TestStats(t *testing.T) {
 	require.Equal(t, core.ErrNoResource, st)
 	r.drv.Run()
 	r.progress()
-	require.NoError(t, r.ep.Short(false, uintptr(host2), 64, dev1))     // device 1 -> host
+	require.NoError(t, r.ep.Short(false, uintptr(host2), 64, dev1))        // device 1 -> host
 	require.NoError(t, r.ep.Short(true, uintptr(host), 16, uint64(host2))) // host -> host (CPU)
 	require.NoError(t, r.ifc.Fence("iface_fence"))
 	require.Equal(t, core.InProgress, r.put(dev0, dev0b, 256, 3)) // device 0 -> device 0
