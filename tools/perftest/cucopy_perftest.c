@@ -74,6 +74,7 @@ struct options {
     long warmup;      /* -1: automatic */
     int window;
     int concurrent;
+    int stats; /* --stats: cucopy_iface_stats at the end */
     int csv;
     int current; /* device whose primary context is current; -1: none */
     double target_s;  /* seconds per measurement */
@@ -237,6 +238,7 @@ static void usage(FILE *f)
             "                           at once from one iface; aggregate numbers. The raw\n"
             "                           baseline uses one stream per device from one thread.\n"
             "                           lat is always measured per device.\n"
+            "  --stats                  print cucopy_iface_stats of the run at the end\n"
             "  --format table|csv       output format (default table)\n"
             "  --current N|none         context current on the thread calling cucopy: the\n"
             "                           primary context of device N (default 0), or none\n"
@@ -376,7 +378,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_TIME, O_TIMEOUT, O_CONCURRENT, O_FORMAT, O_CURRENT, O_HELP
+        O_WINDOW, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -391,6 +393,7 @@ static void parse_options(int argc, char **argv)
         {"time", required_argument, NULL, O_TIME},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
+        {"stats", no_argument, NULL, O_STATS},
         {"format", required_argument, NULL, O_FORMAT},
         {"current", required_argument, NULL, O_CURRENT},
         {"help", no_argument, NULL, O_HELP},
@@ -462,6 +465,9 @@ static void parse_options(int argc, char **argv)
             break;
         case O_CONCURRENT:
             opt.concurrent = 1;
+            break;
+        case O_STATS:
+            opt.stats = 1;
             break;
         case O_FORMAT:
             if (strcmp(optarg, "table") == 0)
@@ -679,9 +685,43 @@ static void setup(void)
     TD_CHECK(td.cuCtxSetCurrent(home_ctx));
 }
 
+/* --stats: what the iface counted over the whole run, per device and direction. */
+static void print_stats(void)
+{
+    static const char *const dirs[CUCOPY_DIR_COUNT] = {"h2d", "d2h", "d2d", "peer", "host"};
+    cucopy_iface_stats_t s = {.field_mask = CUCOPY_IFACE_STATS_EVENTS | CUCOPY_IFACE_STATS_DIRECTIONS |
+                                            CUCOPY_IFACE_STATS_DEVICES | CUCOPY_IFACE_STATS_CONTEXTS};
+    cucopy_status_t st = cucopy_iface_stats(iface, &s);
+    if (st != CUCOPY_OK) {
+        cu_error("cucopy_iface_stats", st);
+        return;
+    }
+    printf("# cucopy_iface_stats: %llu NO_RESOURCE, %llu flushes, %llu fences; contexts %llu seen, "
+           "%llu released, %llu reset\n",
+           (unsigned long long)s.no_resource, (unsigned long long)s.flushes,
+           (unsigned long long)s.fences, (unsigned long long)s.contexts_seen,
+           (unsigned long long)s.contexts_released, (unsigned long long)s.contexts_reset);
+    printf("# %-8s %-5s %14s %14s %18s\n", "device", "dir", "operations", "pieces", "bytes");
+    for (int d = 0; d < s.device_count; d++)
+        for (int k = 0; k < CUCOPY_DIR_HOST; k++) {
+            int j = d * CUCOPY_DIR_COUNT + k;
+            if (s.device_pieces[j] != 0)
+                printf("# %-8d %-5s %14llu %14llu %18llu\n", d, dirs[k],
+                       (unsigned long long)s.device_operations[j],
+                       (unsigned long long)s.device_pieces[j], (unsigned long long)s.device_bytes[j]);
+        }
+    if (s.dir_pieces[CUCOPY_DIR_HOST] != 0)
+        printf("# %-8s %-5s %14llu %14llu %18llu\n", "-", "host",
+               (unsigned long long)s.dir_operations[CUCOPY_DIR_HOST],
+               (unsigned long long)s.dir_pieces[CUCOPY_DIR_HOST],
+               (unsigned long long)s.dir_bytes[CUCOPY_DIR_HOST]);
+}
+
 static void teardown(void)
 {
     cucopy_status_t st;
+    if (opt.stats)
+        print_stats();
     if ((st = cucopy_ep_destroy(ep)) != CUCOPY_OK)
         cu_error("cucopy_ep_destroy", st);
     if ((st = cucopy_iface_close(iface)) != CUCOPY_OK)
