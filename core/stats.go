@@ -66,6 +66,14 @@ func (c *dirCounters) load() DirStats {
 	return DirStats{c.operations.Load(), c.pieces.Load(), c.bytes.Load()}
 }
 
+// take reads and zeroes the counters, atomically each: a short copy ends
+// (and counts itself) after it stopped being a user of its slot, so its
+// count may come after the slot was retired; it then goes to the slot's
+// next life rather than being lost or racing.
+func (c *dirCounters) take() DirStats {
+	return DirStats{c.operations.Swap(0), c.pieces.Swap(0), c.bytes.Swap(0)}
+}
+
 // ifaceCounters are the iface's own counters.
 type ifaceCounters struct {
 	cpu                         dirCounters
@@ -99,13 +107,11 @@ func (i *Iface) countNoResource(err error) error {
 // retireCounts folds slot s's counters into its device's totals; under mu.
 func (i *Iface) retireCounts(s int) {
 	r := &i.res[s]
-	if r.device >= 0 && r.device < len(i.counters.retired) {
-		for k := range r.counters {
-			i.counters.retired[r.device][k].add(r.counters[k].load())
-		}
-	}
 	for k := range r.counters {
-		r.counters[k] = dirCounters{}
+		taken := r.counters[k].take()
+		if r.device >= 0 && r.device < len(i.counters.retired) {
+			i.counters.retired[r.device][k].add(taken)
+		}
 	}
 }
 
