@@ -103,7 +103,10 @@ func cucopyGoIfaceQuery(h C.uint64_t, attr *C.cucopy_iface_attr_t) C.int {
 		p := iface.Params()
 		if mask&C.CUCOPY_IFACE_ATTR_CAP_FLAGS != 0 {
 			caps := uint64(C.CUCOPY_IFACE_CAP_PUT_SHORT | C.CUCOPY_IFACE_CAP_GET_SHORT | C.CUCOPY_IFACE_CAP_PUT_ZCOPY |
-				C.CUCOPY_IFACE_CAP_GET_ZCOPY | C.CUCOPY_IFACE_CAP_EVENT_FD | C.CUCOPY_IFACE_CAP_CROSS_DEVICE)
+				C.CUCOPY_IFACE_CAP_GET_ZCOPY | C.CUCOPY_IFACE_CAP_EVENT_FD)
+			if iface.Context().DeviceCount() > 1 {
+				caps |= C.CUCOPY_IFACE_CAP_CROSS_DEVICE // there is another GPU to copy to
+			}
 			if iface.Context().Driver().HasCtxID() {
 				caps |= C.CUCOPY_IFACE_CAP_CONTEXT_ID
 			}

@@ -419,7 +419,9 @@ enum {
     CUCOPY_IFACE_CAP_PUT_ZCOPY = 1u << 2,
     CUCOPY_IFACE_CAP_GET_ZCOPY = 1u << 3,
     CUCOPY_IFACE_CAP_EVENT_FD = 1u << 4,
-    /** Device-to-device copies between different GPUs. */
+    /** Device-to-device copies between different GPUs: set when the driver
+     *  shows two devices or more (peer access where the devices allow it,
+     *  the driver's staged copy otherwise). */
     CUCOPY_IFACE_CAP_CROSS_DEVICE = 1u << 5,
     /** The driver has cuCtxGetId: resources are keyed by context id. */
     CUCOPY_IFACE_CAP_CONTEXT_ID = 1u << 6

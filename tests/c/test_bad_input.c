@@ -199,8 +199,9 @@ static size_t iface_query(cucopy_iface_h iface)
                      CUCOPY_IFACE_CAP_EVENT_FD;
     CHECKF((a.cap_flags & basic) == basic, "cap_flags 0x%llx lack put/get short/zcopy or event fd",
            (unsigned long long)a.cap_flags);
-    if (td.device_count > 1)
-        CHECKF(a.cap_flags & CUCOPY_IFACE_CAP_CROSS_DEVICE, "two devices but no CROSS_DEVICE cap");
+    CHECKF(!(a.cap_flags & CUCOPY_IFACE_CAP_CROSS_DEVICE) == !(td.device_count > 1),
+           "%d device(s) but CROSS_DEVICE %s", td.device_count,
+           (a.cap_flags & CUCOPY_IFACE_CAP_CROSS_DEVICE) ? "set" : "not set");
     if (td.cuCtxGetId != NULL)
         CHECKF(a.cap_flags & CUCOPY_IFACE_CAP_CONTEXT_ID,
                "the driver has cuCtxGetId but CONTEXT_ID is not set");
