@@ -117,8 +117,8 @@ ISEND_WRAPPER(Ibsend)
 
 /* After a blocking receive into staging memory: the bytes MPI wrote go to the
  * device; the status goes to the user (who may have passed MPI_STATUS_IGNORE). */
-static int finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
-                       MPI_Comm comm)
+int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
+                     MPI_Comm comm)
 {
     if (shim_copy_ok(rc)) {
         int rc2 = shim_unstage(call, b, shim_received_bytes(s), comm);
@@ -143,7 +143,7 @@ SHIM_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int 
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     rc = PMPI_Recv(shim_host_arg(&b), count, dt, source, tag, comm, s);
-    return finish_recv("MPI_Recv", rc, &b, s, comm);
+    return shim_finish_recv("MPI_Recv", rc, &b, s, comm);
 }
 
 SHIM_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag,
@@ -181,7 +181,7 @@ SHIM_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     rc = PMPI_Mrecv(shim_host_arg(&b), count, dt, message, s);
-    return finish_recv("MPI_Mrecv", rc, &b, s, MPI_COMM_WORLD);
+    return shim_finish_recv("MPI_Mrecv", rc, &b, s, MPI_COMM_WORLD);
 }
 
 SHIM_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message,
@@ -235,7 +235,7 @@ SHIM_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype se
     shim_release(&sb);
     if (!rb.staged)
         return rc;
-    return finish_recv("MPI_Sendrecv", rc, &rb, s, comm);
+    return shim_finish_recv("MPI_Sendrecv", rc, &rb, s, comm);
 }
 
 SHIM_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag,
@@ -263,7 +263,7 @@ SHIM_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int 
         shim_release(&b);
         return rc;
     }
-    return finish_recv("MPI_Sendrecv_replace", rc, &b, s, comm);
+    return shim_finish_recv("MPI_Sendrecv_replace", rc, &b, s, comm);
 }
 
 /* ---- persistent requests --------------------------------------------------------- */
