@@ -543,10 +543,19 @@ static void test_special(void)
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && count == 0,
           "Recv from MPI_PROC_NULL: status source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG,
           count);
+    /* The status of a nonblocking one is the MPI's own on host memory: MPICH
+     * 4.0.2 says source 0, tag 0 where Open MPI says MPI_PROC_NULL (measured,
+     * without the shim). */
     MPI_Request req;
+    char host[4];
+    MPI_Status host_st;
+    MPI_OK(MPI_Irecv(host, 4, MPI_BYTE, MPI_PROC_NULL, 500, MPI_COMM_WORLD, &req));
+    MPI_OK(MPI_Wait(&req, &host_st));
     MPI_OK(MPI_Irecv(d, (int)n, MPI_BYTE, MPI_PROC_NULL, 500, MPI_COMM_WORLD, &req));
     MPI_OK(MPI_Wait(&req, &st));
-    CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "Irecv from MPI_PROC_NULL: source %d", st.MPI_SOURCE);
+    CHECK(st.MPI_SOURCE == host_st.MPI_SOURCE && st.MPI_TAG == host_st.MPI_TAG,
+          "Irecv from MPI_PROC_NULL: source %d tag %d, on host memory %d %d", st.MPI_SOURCE,
+          st.MPI_TAG, host_st.MPI_SOURCE, host_st.MPI_TAG);
     CHECK(dev_is(0, d, 55, n), "MPI_PROC_NULL receives wrote the device buffer");
 
     /* Zero counts: device and NULL buffers. */
@@ -636,6 +645,27 @@ static void test_special(void)
 
 /* ---- refused input: a clear MPI error, nothing sent --------------------------------- */
 
+/* 1 when MPI_Error_string returns what MPI_Add_error_string set. Debian's
+ * MPICH 4.0.2 does not (measured): the shim then raises the plain class and
+ * prints its message on stderr (the CTest checks that line), and only the
+ * class can be checked here. */
+static int added_strings_kept(void)
+{
+    static int kept = -1;
+    if (kept < 0) {
+        int code = MPI_SUCCESS, len = 0;
+        char text[MPI_MAX_ERROR_STRING] = "";
+        MPI_Add_error_code(MPI_ERR_OTHER, &code);
+        MPI_Add_error_string(code, "p2p_device: probe");
+        MPI_Error_string(code, text, &len);
+        kept = strcmp(text, "p2p_device: probe") == 0;
+        if (!kept)
+            printf("p2p_device: rank %d: this MPI loses added error strings: "
+                   "error classes checked, messages on stderr\n", rank);
+    }
+    return kept;
+}
+
 static void expect_error(int rc, int want_class, const char *call, const char *what)
 {
     int cls = MPI_SUCCESS, len = 0;
@@ -644,7 +674,7 @@ static void expect_error(int rc, int want_class, const char *call, const char *w
         MPI_Error_class(rc, &cls);
         MPI_Error_string(rc, text, &len);
     }
-    CHECK(cls == want_class && strstr(text, call) != NULL,
+    CHECK(cls == want_class && (strstr(text, call) != NULL || !added_strings_kept()),
           "%s: rc %d class %d (want %d), message '%s' should name %s", what, rc, cls, want_class,
           text, call);
 }

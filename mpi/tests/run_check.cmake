@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # cmake "-DCOMMAND=<mpirun;args;...>" -DEXPECT=pass|fault
-#       [-DREQUIRE=<regex>] [-DREQUIRE2=<regex>] [-DFORBID=<regex>] -P run_check.cmake
+#       [-DREQUIRE=<regex>] [-DREQUIRE2=<regex>] [-DREQUIRE3=<regex>] [-DFORBID=<regex>]
+#       -P run_check.cmake
 #
 # EXPECT=pass: the command exits 0, prints no FAILED line, and its output
 # matches every REQUIRE* regex (each must match; CTest's own
@@ -20,7 +21,7 @@ if(EXPECT STREQUAL "pass")
   if(all MATCHES "FAILED|VIOLATION|fakecuda: [0-9]+ violations")
     message(FATAL_ERROR "a FAILED or VIOLATION line")
   endif()
-  foreach(v REQUIRE REQUIRE2)
+  foreach(v REQUIRE REQUIRE2 REQUIRE3)
     if(DEFINED ${v} AND NOT all MATCHES "${${v}}")
       message(FATAL_ERROR "the output does not match: ${${v}}")
     endif()
