@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Fortran entry points, for MPIs whose Fortran bindings call PMPI_*
- * directly (Open MPI 4: mpif.h, `use mpi` and `use mpi_f08` all reach
- * PMPI_Send, past the C wrappers; docs/mpi.md). Built into the shim only for
- * such an MPI (cucopy_add_mpi_shim(... FORTRAN)); MPICH's Fortran bindings
- * call MPI_*, which the C wrappers already catch.
+ * directly, past the C wrappers (docs/mpi.md). Two cases, chosen at build
+ * time (cucopy_add_mpi_shim(... FORTRAN ALL | F08_COMPLETION)):
  *
- * Every call is defined under the four manglings of mpif.h / `use mpi`
- * (mpi_send_, mpi_send__, mpi_send, MPI_SEND: aliases of one function) and
- * the one of `use mpi_f08` (mpi_send_f08_), and forwards to the MPI's own
- * profiling entry point (pmpi_send_, pmpi_send_f08_), found with
- * dlsym(RTLD_NEXT) on first use. The MPI therefore still does its own
+ *   SHIM_FORTRAN_ALL (Open MPI 4): mpif.h, `use mpi` and `use mpi_f08` all
+ *     reach PMPI_*. Every call is defined under the four manglings of mpif.h
+ *     / `use mpi` (mpi_send_, mpi_send__, mpi_send, MPI_SEND: aliases of one
+ *     function) and the one of `use mpi_f08` (mpi_send_f08_), forwarding to
+ *     the MPI's profiling entry points (pmpi_send_, pmpi_send_f08_).
+ *   SHIM_FORTRAN_F08_COMPLETION (MPICH 4.0): mpif.h and `use mpi` call MPI_*
+ *     (the C wrappers see them), and so do the sends and receives of
+ *     `use mpi_f08`; but its Init, Init_thread, Finalize, Start(all), Wait*,
+ *     Test*, Request_free and Request_get_status call PMPI_* (measured with
+ *     objdump). Only those f08 entries are defined, and since MPICH has no
+ *     pmpi_*_f08_ names they forward to the MPI's own mpi_*_f08_, the next
+ *     definition after the shim.
+ *
+ * The MPI's function is found with dlsym(RTLD_NEXT) on first use. The MPI therefore still does its own
  * handle conversions, sentinels, LOGICALs and ierror; the wrapper only
  * converts handles to C (MPI_Comm_f2c, MPI_Type_f2c, MPI_Request_f2c, ...)
  * to classify and stage the buffer with the C path's code (shim_stage,
@@ -61,6 +68,7 @@ static void set_ierr(fint *ierr, int rc)
         *ierr = (fint)rc;
 }
 
+#if defined(SHIM_FORTRAN_ALL) /* p2p only */
 /* Fortran's MPI_BOTTOM is the address of a common block of the MPI (Open
  * MPI: mpi_fortran_bottom_); the C classification must see C's MPI_BOTTOM. */
 static const void *c_buf(const void *buf)
@@ -75,9 +83,25 @@ static const void *c_buf(const void *buf)
     return b != NULL && buf == b ? MPI_BOTTOM : buf;
 }
 
+#endif
+
+/* The Fortran MPI_STATUS_IGNORE (MPICH's mpi_f08 has one of its own). */
 static int status_ignored(const fint *s)
 {
+#if defined(MPICH_VERSION)
+    if ((const void *)s == (const void *)MPI_F08_STATUS_IGNORE)
+        return 1;
+#endif
     return s == MPI_F_STATUS_IGNORE;
+}
+
+static int statuses_ignored(const fint *s)
+{
+#if defined(MPICH_VERSION)
+    if ((const void *)s == (const void *)MPI_F08_STATUSES_IGNORE)
+        return 1;
+#endif
+    return s == MPI_F_STATUSES_IGNORE;
 }
 
 static MPI_Status c_status(const fint *fs)
@@ -93,6 +117,7 @@ static int f_request_null(const fint *freq)
     return PMPI_Request_f2c(*freq) == MPI_REQUEST_NULL;
 }
 
+#if defined(SHIM_FORTRAN_ALL) /* p2p only */
 /* The C request PMPI made for *freq recorded with its staging memory; *freq
  * follows the record's fate (a record-less fallback completed it). */
 static int f_rec_add(fint *freq, int recv, int persistent, MPI_Comm comm, const char *call,
@@ -106,7 +131,9 @@ static int f_rec_add(fint *freq, int recv, int persistent, MPI_Comm comm, const 
     return rc;
 }
 
-/* One entry point in the five manglings: @p impl(forwarding slot name, args). */
+#endif
+
+/* One function under the four manglings of mpif.h / use mpi. */
 #define F77_NAMES(fn, lower, UPPER)                                                   \
     extern __typeof__(fn) lower##_ __attribute__((alias(#fn), visibility("default"))); \
     extern __typeof__(fn) lower##__ __attribute__((alias(#fn), visibility("default")));\
@@ -150,6 +177,7 @@ static void f_finalize(f_finalize_fn fn, fint *ierr)
     set_ierr(ierr, e);
 }
 
+#if defined(SHIM_FORTRAN_ALL) /* the sends and receives */
 /* ---- sends: blocking, nonblocking, persistent ------------------------------------ */
 
 typedef void (*f_send_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *);
@@ -416,6 +444,8 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
     set_ierr(ierr, e);
 }
 
+#endif
+
 /* ---- completion: one request --------------------------------------------------------- */
 
 typedef void (*f_wait_fn)(fint *, fint *, fint *);
@@ -555,7 +585,7 @@ static int f_array_open(struct f_array *a, int n, const fint *freq)
 /* The Fortran statuses to give PMPI (@p user or local ones); NULL on no memory. */
 static fint *f_array_fstatus(struct f_array *a, fint *user, int n)
 {
-    if (user != MPI_F_STATUSES_IGNORE)
+    if (!statuses_ignored(user))
         return a->fstatus = user;
     if (n <= SHIM_STACK_REQUESTS) {
         a->fstatus = a->stack_fstatus;
@@ -655,9 +685,9 @@ static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fi
     f_array_close(&a);
 }
 
-/* Waitany / Testany: *index is 1-based (MPI_UNDEFINED: none). */
-static void f_waitany(int test, void *fn, fint *count, fint *req, fint *index, fint *flag,
-                      fint *status, fint *ierr)
+/* Waitany / Testany: *index counts from @p base (MPI_UNDEFINED: none). */
+static void f_waitany(int test, int base, void *fn, fint *count, fint *req, fint *index,
+                      fint *flag, fint *status, fint *ierr)
 {
     if (SHIM_LIKELY(!shim_pending())) {
         if (test)
@@ -688,17 +718,17 @@ static void f_waitany(int test, void *fn, fint *count, fint *req, fint *index, f
         ((f_waitany_fn)fn)(count, req, index, s, &e);
     if (test)
         done = *flag;
-    if (done && *index != MPI_UNDEFINED && *index >= 1 && *index <= a.n) {
+    if (done && *index != MPI_UNDEFINED && *index - base >= 0 && *index - base < a.n) {
         MPI_Status cs = c_status(s);
-        shim_batch_finish(&bt, *index - 1, &cs, shim_copy_ok(e));
+        shim_batch_finish(&bt, *index - base, &cs, shim_copy_ok(e));
     }
     set_ierr(ierr, shim_batch_end(&bt, e));
     f_array_close(&a);
 }
 
-/* Waitsome / Testsome: indices are 1-based. */
-static void f_waitsome(f_waitsome_fn fn, fint *count, fint *req, fint *outcount, fint *indices,
-                       fint *statuses, fint *ierr)
+/* Waitsome / Testsome: indices count from @p base. */
+static void f_waitsome(int base, f_waitsome_fn fn, fint *count, fint *req, fint *outcount,
+                       fint *indices, fint *statuses, fint *ierr)
 {
     if (SHIM_LIKELY(!shim_pending())) {
         fn(count, req, outcount, indices, statuses, ierr);
@@ -725,7 +755,7 @@ static void f_waitsome(f_waitsome_fn fn, fint *count, fint *req, fint *outcount,
         int n = *outcount < a.n ? *outcount : a.n;
         f_array_after(&a, req, cs, n);
         for (int k = 0; k < n; k++) {
-            int i = indices[k] - 1;
+            int i = indices[k] - base;
             if (i < 0 || i >= a.n)
                 continue;
             int ok = e == MPI_ERR_IN_STATUS ? shim_copy_ok(cs[k].MPI_ERROR) : shim_copy_ok(e);
@@ -767,48 +797,79 @@ static void f_startall(f_startall_fn fn, fint *count, fint *req, fint *ierr)
 /* ---- the entry points ---------------------------------------------------------------------- */
 
 /*
- * ENTRY(lower, UPPER, params, body): defines w_<lower> (mpif.h / use mpi,
- * forwarding to p<lower>_) under its four manglings, and <lower>_f08_
- * (use mpi_f08, forwarding to p<lower>_f08_). In body, NEXT is the
- * forwarding function, to be cast to its type.
+ * F77_ENTRY(lower, UPPER, params, body): w_<lower> (mpif.h / use mpi,
+ * forwarding to p<lower>_) under its four manglings. F08_ENTRY(lower,
+ * params, body): <lower>_f08_ (use mpi_f08). In body, NEXT is the
+ * forwarding function, to be cast to its type. P2P_ENTRY: both where the
+ * MPI's Fortran sends and receives bypass the C wrappers; COMPLETION_ENTRY
+ * (Init, Finalize, Start, completion): both, or the f08 one alone.
  */
-#define ENTRY(lower, UPPER, PARAMS, BODY)                                  \
+#define F77_ENTRY(lower, UPPER, PARAMS, BODY)                              \
     static void *_Atomic next_##lower;                                     \
-    static void *_Atomic next_##lower##_f08;                               \
     static void w_##lower PARAMS                                           \
     {                                                                      \
         void *NEXT = fort_next(&next_##lower, "p" #lower "_");             \
+        enum { INDEX_BASE = 1 };                                           \
         BODY;                                                              \
     }                                                                      \
-    F77_NAMES(w_##lower, lower, UPPER)                                     \
-    SHIM_EXPORT void lower##_f08_ PARAMS;                                  \
-    SHIM_EXPORT void lower##_f08_ PARAMS                                   \
-    {                                                                      \
-        void *NEXT = fort_next(&next_##lower##_f08, "p" #lower "_f08_");   \
-        BODY;                                                              \
+    F77_NAMES(w_##lower, lower, UPPER)
+
+/* F08_INDEX_BASE: what Waitany, Testany, Waitsome, Testsome of `use mpi_f08`
+ * count indices from: 1 in the standard and in Open MPI; 0 in MPICH 4.0.2
+ * (measured: MPI_Waitany of two requests completing the first returns 0,
+ * with host buffers and no shim). The program gets the MPI's value as
+ * without the shim; the shim reads it the same way. */
+#if defined(SHIM_FORTRAN_ALL)
+#define F08_NEXT_PREFIX "p" /* Open MPI: pmpi_send_f08_ */
+#define F08_INDEX_BASE 1
+#elif defined(SHIM_FORTRAN_F08_COMPLETION)
+#define F08_NEXT_PREFIX "" /* MPICH: its own mpi_wait_f08_ */
+#define F08_INDEX_BASE 0
+#else
+#error "build with SHIM_FORTRAN_ALL or SHIM_FORTRAN_F08_COMPLETION (mpi/CMakeLists.txt)"
+#endif
+
+#define F08_ENTRY(lower, PARAMS, BODY)                                               \
+    static void *_Atomic next_##lower##_f08;                                         \
+    SHIM_EXPORT void lower##_f08_ PARAMS;                                            \
+    SHIM_EXPORT void lower##_f08_ PARAMS                                             \
+    {                                                                                \
+        void *NEXT = fort_next(&next_##lower##_f08, F08_NEXT_PREFIX #lower "_f08_"); \
+        enum { INDEX_BASE = F08_INDEX_BASE };                                        \
+        BODY;                                                                        \
     }
+
+#if defined(SHIM_FORTRAN_ALL)
+#define P2P_ENTRY(lower, UPPER, PARAMS, BODY) \
+    F77_ENTRY(lower, UPPER, PARAMS, BODY)     \
+    F08_ENTRY(lower, PARAMS, BODY)
+#define COMPLETION_ENTRY(lower, UPPER, PARAMS, BODY) P2P_ENTRY(lower, UPPER, PARAMS, BODY)
+#else
+#define P2P_ENTRY(lower, UPPER, PARAMS, BODY)
+#define COMPLETION_ENTRY(lower, UPPER, PARAMS, BODY) F08_ENTRY(lower, PARAMS, BODY)
+#endif
 
 #define SEND_PARAMS (void *buf, fint *count, fint *dt, fint *dest, fint *tag, fint *comm, fint *ierr)
 #define ISEND_PARAMS                                                                      \
     (void *buf, fint *count, fint *dt, fint *peer, fint *tag, fint *comm, fint *req,      \
      fint *ierr)
 
-ENTRY(mpi_init, MPI_INIT, (fint *ierr), f_init((f_init_fn)NEXT, ierr))
-ENTRY(mpi_init_thread, MPI_INIT_THREAD, (fint *required, fint *provided, fint *ierr),
+COMPLETION_ENTRY(mpi_init, MPI_INIT, (fint *ierr), f_init((f_init_fn)NEXT, ierr))
+COMPLETION_ENTRY(mpi_init_thread, MPI_INIT_THREAD, (fint *required, fint *provided, fint *ierr),
       f_init_thread((f_init_thread_fn)NEXT, required, provided, ierr))
-ENTRY(mpi_finalize, MPI_FINALIZE, (fint *ierr), f_finalize((f_finalize_fn)NEXT, ierr))
+COMPLETION_ENTRY(mpi_finalize, MPI_FINALIZE, (fint *ierr), f_finalize((f_finalize_fn)NEXT, ierr))
 
-ENTRY(mpi_send, MPI_SEND, SEND_PARAMS,
+P2P_ENTRY(mpi_send, MPI_SEND, SEND_PARAMS,
       f_send("MPI_Send", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
-ENTRY(mpi_ssend, MPI_SSEND, SEND_PARAMS,
+P2P_ENTRY(mpi_ssend, MPI_SSEND, SEND_PARAMS,
       f_send("MPI_Ssend", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
-ENTRY(mpi_rsend, MPI_RSEND, SEND_PARAMS,
+P2P_ENTRY(mpi_rsend, MPI_RSEND, SEND_PARAMS,
       f_send("MPI_Rsend", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
-ENTRY(mpi_bsend, MPI_BSEND, SEND_PARAMS,
+P2P_ENTRY(mpi_bsend, MPI_BSEND, SEND_PARAMS,
       f_send("MPI_Bsend", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
 
 #define ISEND_ENTRY(lower, UPPER, NAME, PERSISTENT)                                        \
-    ENTRY(lower, UPPER, ISEND_PARAMS,                                                      \
+    P2P_ENTRY(lower, UPPER, ISEND_PARAMS,                                                      \
           f_isend(NAME, PERSISTENT, (f_isend_fn)NEXT, buf, count, dt, peer, tag, comm, req, \
                   ierr))
 ISEND_ENTRY(mpi_isend, MPI_ISEND, "MPI_Isend", 0)
@@ -820,57 +881,59 @@ ISEND_ENTRY(mpi_ssend_init, MPI_SSEND_INIT, "MPI_Ssend_init", 1)
 ISEND_ENTRY(mpi_rsend_init, MPI_RSEND_INIT, "MPI_Rsend_init", 1)
 ISEND_ENTRY(mpi_bsend_init, MPI_BSEND_INIT, "MPI_Bsend_init", 1)
 
-ENTRY(mpi_recv, MPI_RECV,
+P2P_ENTRY(mpi_recv, MPI_RECV,
       (void *buf, fint *count, fint *dt, fint *source, fint *tag, fint *comm, fint *status,
        fint *ierr),
       f_recv((f_recv_fn)NEXT, buf, count, dt, source, tag, comm, status, ierr))
-ENTRY(mpi_irecv, MPI_IRECV, ISEND_PARAMS,
+P2P_ENTRY(mpi_irecv, MPI_IRECV, ISEND_PARAMS,
       f_irecv("MPI_Irecv", 0, (f_isend_fn)NEXT, buf, count, dt, peer, tag, comm, req, ierr))
-ENTRY(mpi_recv_init, MPI_RECV_INIT, ISEND_PARAMS,
+P2P_ENTRY(mpi_recv_init, MPI_RECV_INIT, ISEND_PARAMS,
       f_irecv("MPI_Recv_init", 1, (f_isend_fn)NEXT, buf, count, dt, peer, tag, comm, req,
               ierr))
-ENTRY(mpi_mrecv, MPI_MRECV,
+P2P_ENTRY(mpi_mrecv, MPI_MRECV,
       (void *buf, fint *count, fint *dt, fint *message, fint *status, fint *ierr),
       f_mrecv((f_mrecv_fn)NEXT, buf, count, dt, message, status, ierr))
-ENTRY(mpi_imrecv, MPI_IMRECV,
+P2P_ENTRY(mpi_imrecv, MPI_IMRECV,
       (void *buf, fint *count, fint *dt, fint *message, fint *req, fint *ierr),
       f_imrecv((f_mrecv_fn)NEXT, buf, count, dt, message, req, ierr))
-ENTRY(mpi_sendrecv, MPI_SENDRECV,
+P2P_ENTRY(mpi_sendrecv, MPI_SENDRECV,
       (void *sbuf, fint *scount, fint *stype, fint *dest, fint *stag, void *rbuf,
        fint *rcount, fint *rtype, fint *source, fint *rtag, fint *comm, fint *status,
        fint *ierr),
       f_sendrecv((f_sendrecv_fn)NEXT, sbuf, scount, stype, dest, stag, rbuf, rcount, rtype,
                  source, rtag, comm, status, ierr))
-ENTRY(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE,
+P2P_ENTRY(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE,
       (void *buf, fint *count, fint *dt, fint *dest, fint *stag, fint *source, fint *rtag,
        fint *comm, fint *status, fint *ierr),
       f_sendrecv_replace((f_sendrecv_replace_fn)NEXT, buf, count, dt, dest, stag, source,
                          rtag, comm, status, ierr))
 
-ENTRY(mpi_wait, MPI_WAIT, (fint *req, fint *status, fint *ierr),
+COMPLETION_ENTRY(mpi_wait, MPI_WAIT, (fint *req, fint *status, fint *ierr),
       f_wait((f_wait_fn)NEXT, req, status, ierr))
-ENTRY(mpi_test, MPI_TEST, (fint *req, fint *flag, fint *status, fint *ierr),
+COMPLETION_ENTRY(mpi_test, MPI_TEST, (fint *req, fint *flag, fint *status, fint *ierr),
       f_test(0, (f_test_fn)NEXT, req, flag, status, ierr))
-ENTRY(mpi_request_get_status, MPI_REQUEST_GET_STATUS,
+COMPLETION_ENTRY(mpi_request_get_status, MPI_REQUEST_GET_STATUS,
       (fint *req, fint *flag, fint *status, fint *ierr),
       f_test(1, (f_test_fn)NEXT, req, flag, status, ierr))
-ENTRY(mpi_request_free, MPI_REQUEST_FREE, (fint *req, fint *ierr),
+COMPLETION_ENTRY(mpi_request_free, MPI_REQUEST_FREE, (fint *req, fint *ierr),
       f_request_free((f_req_fn)NEXT, req, ierr))
-ENTRY(mpi_start, MPI_START, (fint *req, fint *ierr), f_start((f_req_fn)NEXT, req, ierr))
-ENTRY(mpi_startall, MPI_STARTALL, (fint *count, fint *req, fint *ierr),
+COMPLETION_ENTRY(mpi_start, MPI_START, (fint *req, fint *ierr), f_start((f_req_fn)NEXT, req, ierr))
+COMPLETION_ENTRY(mpi_startall, MPI_STARTALL, (fint *count, fint *req, fint *ierr),
       f_startall((f_startall_fn)NEXT, count, req, ierr))
-ENTRY(mpi_waitall, MPI_WAITALL, (fint *count, fint *req, fint *statuses, fint *ierr),
+COMPLETION_ENTRY(mpi_waitall, MPI_WAITALL, (fint *count, fint *req, fint *statuses, fint *ierr),
       f_waitall(0, NEXT, count, req, NULL, statuses, ierr))
-ENTRY(mpi_testall, MPI_TESTALL, (fint *count, fint *req, fint *flag, fint *statuses, fint *ierr),
+COMPLETION_ENTRY(mpi_testall, MPI_TESTALL, (fint *count, fint *req, fint *flag, fint *statuses, fint *ierr),
       f_waitall(1, NEXT, count, req, flag, statuses, ierr))
-ENTRY(mpi_waitany, MPI_WAITANY, (fint *count, fint *req, fint *index, fint *status, fint *ierr),
-      f_waitany(0, NEXT, count, req, index, NULL, status, ierr))
-ENTRY(mpi_testany, MPI_TESTANY,
+COMPLETION_ENTRY(mpi_waitany, MPI_WAITANY, (fint *count, fint *req, fint *index, fint *status, fint *ierr),
+      f_waitany(0, INDEX_BASE, NEXT, count, req, index, NULL, status, ierr))
+COMPLETION_ENTRY(mpi_testany, MPI_TESTANY,
       (fint *count, fint *req, fint *index, fint *flag, fint *status, fint *ierr),
-      f_waitany(1, NEXT, count, req, index, flag, status, ierr))
-ENTRY(mpi_waitsome, MPI_WAITSOME,
+      f_waitany(1, INDEX_BASE, NEXT, count, req, index, flag, status, ierr))
+COMPLETION_ENTRY(mpi_waitsome, MPI_WAITSOME,
       (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
-      f_waitsome((f_waitsome_fn)NEXT, count, req, outcount, indices, statuses, ierr))
-ENTRY(mpi_testsome, MPI_TESTSOME,
+      f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
+                 ierr))
+COMPLETION_ENTRY(mpi_testsome, MPI_TESTSOME,
       (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
-      f_waitsome((f_waitsome_fn)NEXT, count, req, outcount, indices, statuses, ierr))
+      f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
+                 ierr))

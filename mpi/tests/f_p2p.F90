@@ -1,7 +1,8 @@
 ! SPDX-License-Identifier: BSD-3-Clause
 !
 ! Point-to-point with device buffers from Fortran, run under
-! LD_PRELOAD=libcucopy_mpi.so (mpirun -n 2, two devices per rank). Built three
+! LD_PRELOAD=libcucopy_mpi.so (mpirun -n 2 and -n 3, two devices per rank:
+! each rank sends to the next and receives from the previous one). Built three
 ! times from this file: -DCUCOPY_MPIFH (include 'mpif.h'), neither (use mpi)
 ! and -DCUCOPY_F08 (use mpi_f08): Open MPI's three Fortran bindings, which
 ! all call PMPI_* directly, past the shim's C wrappers.
@@ -52,8 +53,8 @@ program f_p2p
   integer :: rank, np, to, from, ierr, checks, fails, round, idx, outcount, cnt
   integer :: indices(4)
   logical :: flag
-  integer(c_int64_t) :: a0, a1, ab
-  integer, pointer, contiguous :: d0(:), d1(:), db(:), d0half(:), d1half(:)
+  integer(c_int64_t) :: a0, a1, ab, ab1
+  integer, pointer, contiguous :: d0(:), d1(:), db(:), db1(:), d0half(:), d1half(:)
   integer, target :: h(BIG), e(BIG)
   REQUEST :: r(4), rs, rr
   MESSAGE :: msg
@@ -73,9 +74,11 @@ program f_p2p
   a0 = ftd_dev_alloc(0, int(N * 4, c_size_t))
   a1 = ftd_dev_alloc(1, int(N * 4, c_size_t))
   ab = ftd_dev_alloc(0, int(BIG * 4, c_size_t))
+  ab1 = ftd_dev_alloc(1, int(BIG * 4, c_size_t))
   call c_f_pointer(transfer(a0, c_null_ptr), d0, [N])
   call c_f_pointer(transfer(a1, c_null_ptr), d1, [N])
   call c_f_pointer(transfer(ab, c_null_ptr), db, [BIG])
+  call c_f_pointer(transfer(ab1, c_null_ptr), db1, [BIG])
   ! The second halves (a Fortran element of a pointer array cannot stand for
   ! the array that follows it).
   call c_f_pointer(transfer(a0 + N / 2 * 4, c_null_ptr), d0half, [N / 2])
@@ -238,26 +241,17 @@ program f_p2p
   call check(cnt == N / 4 .and. dev_is(1, a1, from + 100, N / 4), "short message: data")
   call check(dev_is(1, a1 + N / 4 * 4, 7, N - N / 4, N / 4), "short message: the rest")
 
-  ! 11. A large message (1.2 MB), device 0 both ends: there and back again
-  ! (two ranks).
+  ! 11. A large message (1.2 MB): device 0 to device 1, blocking send.
   call fill(0, ab, rank + 110, BIG)
-  if (mod(rank, 2) == 0) then
-    call MPI_Send(db, BIG, MPI_INTEGER, to, 110, MPI_COMM_WORLD, ierr)
-    call MPI_Recv(db, BIG, MPI_INTEGER, from, 110, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
-  else
-    call MPI_Irecv(db, BIG, MPI_INTEGER, from, 110, MPI_COMM_WORLD, rr, ierr)
-    call MPI_Wait(rr, MPI_STATUS_IGNORE, ierr)
-    call MPI_Send(db, BIG, MPI_INTEGER, to, 110, MPI_COMM_WORLD, ierr)
-  end if
-  if (mod(rank, 2) == 0) then
-    call check(dev_is(0, ab, rank + 110, BIG), "large message, round trip: data")
-  else
-    call check(dev_is(0, ab, from + 110, BIG), "large message: data")
-  end if
+  call fill(1, ab1, 0, BIG)
+  call MPI_Irecv(db1, BIG, MPI_INTEGER, from, 110, MPI_COMM_WORLD, rr, ierr)
+  call MPI_Send(db, BIG, MPI_INTEGER, to, 110, MPI_COMM_WORLD, ierr)
+  call MPI_Wait(rr, MPI_STATUS_IGNORE, ierr)
+  call check(dev_is(1, ab1, from + 110, BIG), "large message dev0 -> dev1: data")
 
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
-  if (ftd_dev_free(0, a0) /= 0 .or. ftd_dev_free(1, a1) /= 0 .or. ftd_dev_free(0, ab) /= 0) &
-    call check(.false., "cuMemFree")
+  if (ftd_dev_free(0, a0) /= 0 .or. ftd_dev_free(1, a1) /= 0 .or. ftd_dev_free(0, ab) /= 0 &
+      .or. ftd_dev_free(1, ab1) /= 0) call check(.false., "cuMemFree")
   call MPI_Finalize(ierr)
   if (fails == 0) then
     write(*, '(a,i0,a,i0,a)') "f_p2p: rank ", rank, ": PASS (", checks, " checks)"
