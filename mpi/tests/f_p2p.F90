@@ -51,7 +51,8 @@ program f_p2p
   integer, parameter :: N = 1000
   integer, parameter :: BIG = 300000
   integer :: rank, np, to, from, ierr, checks, fails, round, idx, outcount, cnt
-  integer :: indices(4)
+  integer :: indices(4), provided
+  integer(c_int8_t) :: battach(8 * BIG)
   logical :: flag
   integer(c_int64_t) :: a0, a1, ab, ab1
   integer, pointer, contiguous :: d0(:), d1(:), db(:), db1(:), d0half(:), d1half(:)
@@ -62,7 +63,16 @@ program f_p2p
 
   checks = 0
   fails = 0
+  ! mpif.h: MPI_Init; use mpi: MPI_Init_thread; use mpi_f08: MPI_Init without
+  ! its optional ierror (the wrapper gets NULL).
+#if defined(CUCOPY_MPIFH)
   call MPI_Init(ierr)
+#elif defined(CUCOPY_F08)
+  call MPI_Init()
+#else
+  call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided, ierr)
+#endif
+  call MPI_Buffer_attach(battach, 8 * BIG, ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, np, ierr)
   to = mod(rank + 1, np)
@@ -195,8 +205,54 @@ program f_p2p
   end do
   call check(dev_is(1, a1, from + 73, N), "Testall: data")
 
-  ! 8. Persistent requests, restarted: Startall + Waitall, Start + Wait.
-  call MPI_Send_init(d0, N, MPI_INTEGER, to, 80, MPI_COMM_WORLD, rs, ierr)
+  ! 7b. Testany, Testsome and Request_get_status until done; Issend, Ibsend,
+  ! Bsend; Rsend and Irsend against posted receives.
+  call fill(0, a0, rank + 74, N)
+  call MPI_Irecv(d1, N, MPI_INTEGER, from, 74, MPI_COMM_WORLD, r(1), ierr)
+  call MPI_Issend(d0, N, MPI_INTEGER, to, 74, MPI_COMM_WORLD, r(2), ierr)
+  do while (r(1) /= MPI_REQUEST_NULL .or. r(2) /= MPI_REQUEST_NULL)
+    call MPI_Testany(2, r, idx, flag, MPI_STATUS_IGNORE, ierr)
+  end do
+  call check(dev_is(1, a1, from + 74, N), "Issend + Testany: data")
+  call fill(1, a1, rank + 75, N)
+  call MPI_Irecv(d0, N, MPI_INTEGER, from, 75, MPI_COMM_WORLD, r(1), ierr)
+  call MPI_Ibsend(d1, N, MPI_INTEGER, to, 75, MPI_COMM_WORLD, r(2), ierr)
+  do while (r(1) /= MPI_REQUEST_NULL .or. r(2) /= MPI_REQUEST_NULL)
+    call MPI_Testsome(2, r, outcount, indices, sts, ierr)
+  end do
+  call check(dev_is(0, a0, from + 75, N), "Ibsend + Testsome: data")
+  call fill(0, a0, rank + 76, N)
+  call MPI_Irecv(d1, N, MPI_INTEGER, from, 76, MPI_COMM_WORLD, rr, ierr)
+  call MPI_Bsend(d0, N, MPI_INTEGER, to, 76, MPI_COMM_WORLD, ierr)
+  flag = .false.
+  do while (.not. flag)
+    call MPI_Request_get_status(rr, flag, st, ierr)
+  end do
+  call check(dev_is(1, a1, from + 76, N), "Bsend + Request_get_status: data before the Wait")
+  call MPI_Wait(rr, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N .and. dev_is(1, a1, from + 76, N), "Request_get_status, then Wait")
+  call fill(1, a1, rank + 77, N)
+  call MPI_Irecv(d0, N / 2, MPI_INTEGER, from, 77, MPI_COMM_WORLD, r(1), ierr)
+  call MPI_Irecv(d0half, N / 2, MPI_INTEGER, from, 78, MPI_COMM_WORLD, r(2), ierr)
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  call MPI_Rsend(d1, N / 2, MPI_INTEGER, to, 77, MPI_COMM_WORLD, ierr)
+  call MPI_Irsend(d1half, N / 2, MPI_INTEGER, to, 78, MPI_COMM_WORLD, r(3), ierr)
+  call MPI_Waitall(3, r, MPI_STATUSES_IGNORE, ierr)
+  call check(dev_is(0, a0, from + 77, N), "Rsend + Irsend dev1 -> dev0: data")
+#if defined(CUCOPY_F08)
+  ! use mpi_f08: the optional ierror left out (NULL to the wrappers).
+  call fill(0, a0, rank + 79, N)
+  call MPI_Irecv(d1, N, MPI_INTEGER, from, 79, MPI_COMM_WORLD, r(1))
+  call MPI_Isend(d0, N, MPI_INTEGER, to, 79, MPI_COMM_WORLD, r(2))
+  call MPI_Wait(r(2), MPI_STATUS_IGNORE)
+  call MPI_Waitall(1, r, MPI_STATUSES_IGNORE)
+  call check(dev_is(1, a1, from + 79, N), "f08 without ierror: data")
+#endif
+
+  ! 8. Persistent requests, restarted: Startall + Waitall, Start + Wait,
+  ! Ssend_init and Send_init.
+  call MPI_Ssend_init(d0, N, MPI_INTEGER, to, 80, MPI_COMM_WORLD, rs, ierr)
   call MPI_Recv_init(d1, N, MPI_INTEGER, from, 80, MPI_COMM_WORLD, rr, ierr)
   do round = 1, 6
     call fill(0, a0, rank + 80 + round, N)
@@ -212,6 +268,21 @@ program f_p2p
       call MPI_Wait(rr, st, ierr)
     end if
     call check(dev_is(1, a1, from + 80 + round, N), "persistent round: data")
+  end do
+  call MPI_Request_free(rs, ierr)
+  call MPI_Request_free(rr, ierr)
+  call MPI_Send_init(d1, N, MPI_INTEGER, to, 81, MPI_COMM_WORLD, rs, ierr)
+  call MPI_Recv_init(d0, N, MPI_INTEGER, from, 81, MPI_COMM_WORLD, rr, ierr)
+  do round = 1, 3
+    call fill(1, a1, rank + 180 + round, N)
+    call MPI_Start(rr, ierr)
+    call MPI_Start(rs, ierr)
+    flag = .false.
+    do while (.not. flag)
+      call MPI_Test(rr, flag, MPI_STATUS_IGNORE, ierr)
+    end do
+    call MPI_Wait(rs, MPI_STATUS_IGNORE, ierr)
+    call check(dev_is(0, a0, from + 180 + round, N), "Send_init + Test: data")
   end do
   call MPI_Request_free(rs, ierr)
   call MPI_Request_free(rr, ierr)
@@ -250,6 +321,9 @@ program f_p2p
   call check(dev_is(1, ab1, from + 110, BIG), "large message dev0 -> dev1: data")
 
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
+#if !defined(CUCOPY_F08)
+  call MPI_Buffer_detach(battach, cnt, ierr)
+#endif
   if (ftd_dev_free(0, a0) /= 0 .or. ftd_dev_free(1, a1) /= 0 .or. ftd_dev_free(0, ab) /= 0 &
       .or. ftd_dev_free(1, ab1) /= 0) call check(.false., "cuMemFree")
   call MPI_Finalize(ierr)
