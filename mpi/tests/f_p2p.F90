@@ -32,6 +32,7 @@ program f_p2p
 
 #if defined(CUCOPY_F08)
 #define REQUEST type(MPI_Request)
+#define DATATYPE type(MPI_Datatype)
 #define MESSAGE type(MPI_Message)
 #define STATUS_DECL type(MPI_Status) :: st, sts(4)
 #define SOURCE_OF(s) s%MPI_SOURCE
@@ -40,6 +41,7 @@ program f_p2p
 #define STS_SOURCE(i) sts(i)%MPI_SOURCE
 #else
 #define REQUEST integer
+#define DATATYPE integer
 #define MESSAGE integer
 #define STATUS_DECL integer :: st(MPI_STATUS_SIZE), sts(MPI_STATUS_SIZE, 4)
 #define SOURCE_OF(s) s(MPI_SOURCE)
@@ -59,6 +61,9 @@ program f_p2p
   integer, target :: h(BIG), e(BIG)
   REQUEST :: r(4), rs, rr
   MESSAGE :: msg
+  DATATYPE :: vec, absolute
+  integer :: cls, ierr2
+  integer(MPI_ADDRESS_KIND) :: addr(1)
   STATUS_DECL
 
   checks = 0
@@ -319,6 +324,28 @@ program f_p2p
   call MPI_Send(db, BIG, MPI_INTEGER, to, 110, MPI_COMM_WORLD, ierr)
   call MPI_Wait(rr, MPI_STATUS_IGNORE, ierr)
   call check(dev_is(1, ab1, from + 110, BIG), "large message dev0 -> dev1: data")
+
+  ! 12. Refused with an MPI error (MPI_ERRORS_RETURN), nothing sent: a type
+  ! with holes on device memory, and Fortran's MPI_BOTTOM with an absolute
+  ! type whose block is device memory (the MPI's own Fortran MPI_BOTTOM
+  ! must be seen as C's: else its block would be read on the CPU).
+  call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN, ierr)
+  call MPI_Type_vector(4, 1, 2, MPI_INTEGER, vec, ierr)
+  call MPI_Type_commit(vec, ierr)
+  call MPI_Send(d0, 1, vec, to, 120, MPI_COMM_WORLD, ierr)
+  cls = MPI_SUCCESS
+  if (ierr /= MPI_SUCCESS) call MPI_Error_class(ierr, cls, ierr2)
+  call check(cls == MPI_ERR_TYPE, "vector type on device memory: MPI_ERR_TYPE")
+  call MPI_Get_address(d0, addr(1), ierr)
+  call MPI_Type_create_hindexed(1, [N], addr, MPI_INTEGER, absolute, ierr)
+  call MPI_Type_commit(absolute, ierr)
+  call MPI_Send(MPI_BOTTOM, 1, absolute, to, 121, MPI_COMM_WORLD, ierr)
+  cls = MPI_SUCCESS
+  if (ierr /= MPI_SUCCESS) call MPI_Error_class(ierr, cls, ierr2)
+  call check(cls == MPI_ERR_BUFFER, "MPI_BOTTOM reaching device memory: MPI_ERR_BUFFER")
+  call MPI_Type_free(vec, ierr)
+  call MPI_Type_free(absolute, ierr)
+  call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL, ierr)
 
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
 #if !defined(CUCOPY_F08)
