@@ -53,6 +53,11 @@ prereqs: ## install what is missing (cmake via apt-get; checks go and a C compil
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev gfortran >/dev/null 2>&1 || { \
 	    $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev gfortran >/dev/null; }; }
+	@command -v mpicc.mpich >/dev/null 2>&1 && command -v mpiexec.mpich >/dev/null 2>&1 || { \
+	  echo "prereqs: installing MPICH for libcucopy_mpi_mpich.so (apt-get; mpicc/mpirun stay Open MPI's)"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mpich libmpich-dev >/dev/null 2>&1 || { \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mpich libmpich-dev >/dev/null; }; }
 	@command -v gfortran >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 || { \
 	  echo "prereqs: installing gfortran and pkg-config for the install tests (apt-get)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran pkg-config >/dev/null 2>&1 || { \

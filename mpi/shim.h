@@ -11,6 +11,9 @@
  *                    and persistent (*_init) point-to-point
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
  *                    Cancel, Request_get_status) and Start/Startall
+ *   shim_fortran.c   the Fortran entry points (mpif.h, use mpi, use mpi_f08)
+ *                    of all of the above, for MPIs whose Fortran bindings
+ *                    call PMPI_* directly (Open MPI 4)
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
@@ -189,6 +192,47 @@ int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st);
 void shim_rec_detach(struct shim_rec *r);
 /* Test detached records; finish those done. @p wait: wait for all (Finalize). */
 void shim_detached_progress(int wait);
+
+/* ---- the records of one array of requests (shim_complete.c) --------------- */
+
+/* Shared by the C completion calls and the Fortran ones (shim_fortran.c),
+ * which convert their handles and statuses to C ones first. */
+#define SHIM_STACK_REQUESTS 32
+
+struct shim_batch {
+    struct shim_rec *stack[SHIM_STACK_REQUESTS];
+    struct shim_rec **recs;
+    MPI_Status stack_status[SHIM_STACK_REQUESTS];
+    MPI_Status *local_status;
+    int n;
+    int taken;
+    int first_error;
+};
+
+/* Take the records of reqs[0..n). 0: nothing staged among them; 1: some
+ * taken; -1: no memory (error raised; shim_batch_end gives it). */
+int shim_batch_take(struct shim_batch *bt, int n, MPI_Request reqs[]);
+/* The statuses to give PMPI: @p user, or n local ones when it is
+ * MPI_STATUSES_IGNORE. NULL on no memory (error raised). */
+MPI_Status *shim_batch_statuses(struct shim_batch *bt, MPI_Status *user);
+/* Request i completed with status @p st: finish its record, if any. */
+void shim_batch_finish(struct shim_batch *bt, int i, const MPI_Status *st, int ok);
+/* After a Waitall/Testall that completed (@p reqs as PMPI left them, status
+ * i for request i, @p rc its result): finish every record that completed. */
+void shim_batch_finish_all(struct shim_batch *bt, MPI_Request reqs[], const MPI_Status *s,
+                           int rc);
+/* After a Waitsome/Testsome: finish the records at (0-based) indices[k]. */
+void shim_batch_finish_indices(struct shim_batch *bt, int outcount, const int indices[],
+                               const MPI_Status *s, int rc);
+/* Put back what did not complete, free what was allocated; the call's
+ * result (@p rc, else the first staging error). */
+int shim_batch_end(struct shim_batch *bt, int rc);
+
+/* After a blocking receive into staging memory with result @p rc and status
+ * @p s: copy the bytes MPI wrote to the device, release the staging memory.
+ * The call's result. */
+int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
+                     MPI_Comm comm);
 
 /* ---- stats ---------------------------------------------------------------- */
 

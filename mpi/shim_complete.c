@@ -15,21 +15,8 @@
 
 #include <stdlib.h>
 
-#define STACK_REQUESTS 32
-
-/* The records of one array of requests. */
-struct batch {
-    struct shim_rec *stack[STACK_REQUESTS];
-    struct shim_rec **recs;
-    MPI_Status stack_status[STACK_REQUESTS];
-    MPI_Status *local_status;
-    int n;
-    int taken;
-    int first_error;
-};
-
 /* 0: nothing staged among them; 1: some taken; -1: no memory (error raised). */
-static int batch_take(struct batch *bt, int n, MPI_Request reqs[])
+int shim_batch_take(struct shim_batch *bt, int n, MPI_Request reqs[])
 {
     bt->n = n;
     bt->taken = 0;
@@ -38,7 +25,7 @@ static int batch_take(struct batch *bt, int n, MPI_Request reqs[])
     bt->recs = bt->stack;
     if (n <= 0)
         return 0;
-    if (n > STACK_REQUESTS) {
+    if (n > SHIM_STACK_REQUESTS) {
         bt->recs = calloc((size_t)n, sizeof *bt->recs);
         if (bt->recs == NULL) {
             bt->first_error = shim_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Wait*",
@@ -55,11 +42,11 @@ static int batch_take(struct batch *bt, int n, MPI_Request reqs[])
 
 /* The statuses to give PMPI: the user's, or local ones when ignored. NULL on
  * no memory (error raised, records put back). */
-static MPI_Status *batch_statuses(struct batch *bt, MPI_Status *user)
+MPI_Status *shim_batch_statuses(struct shim_batch *bt, MPI_Status *user)
 {
     if (user != MPI_STATUSES_IGNORE)
         return user;
-    bt->local_status = bt->n <= STACK_REQUESTS ? bt->stack_status
+    bt->local_status = bt->n <= SHIM_STACK_REQUESTS ? bt->stack_status
                                                 : malloc((size_t)bt->n * sizeof(MPI_Status));
     if (bt->local_status == NULL)
         bt->first_error = shim_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Wait*",
@@ -67,7 +54,7 @@ static MPI_Status *batch_statuses(struct batch *bt, MPI_Status *user)
     return bt->local_status;
 }
 
-static void batch_finish(struct batch *bt, int i, const MPI_Status *st, int ok)
+void shim_batch_finish(struct shim_batch *bt, int i, const MPI_Status *st, int ok)
 {
     struct shim_rec *r = bt->recs[i];
     if (r == NULL)
@@ -80,7 +67,8 @@ static void batch_finish(struct batch *bt, int i, const MPI_Status *st, int ok)
 
 /* Finish every taken record whose request a Waitall/Testall completed, status
  * i for request i. */
-static void batch_finish_all(struct batch *bt, MPI_Request reqs[], const MPI_Status *s, int rc)
+void shim_batch_finish_all(struct shim_batch *bt, MPI_Request reqs[], const MPI_Status *s,
+                           int rc)
 {
     for (int i = 0; i < bt->n; i++) {
         struct shim_rec *r = bt->recs[i];
@@ -91,12 +79,12 @@ static void batch_finish_all(struct batch *bt, MPI_Request reqs[], const MPI_Sta
         if (!done)
             continue;
         int ok = rc == MPI_ERR_IN_STATUS ? shim_copy_ok(s[i].MPI_ERROR) : shim_copy_ok(rc);
-        batch_finish(bt, i, &s[i], ok);
+        shim_batch_finish(bt, i, &s[i], ok);
     }
 }
 
 /* Finish the records at indices[0..outcount), status k for indices[k]. */
-static void batch_finish_indices(struct batch *bt, int outcount, const int indices[],
+void shim_batch_finish_indices(struct shim_batch *bt, int outcount, const int indices[],
                                  const MPI_Status *s, int rc)
 {
     if (outcount == MPI_UNDEFINED)
@@ -106,12 +94,12 @@ static void batch_finish_indices(struct batch *bt, int outcount, const int indic
         if (i < 0 || i >= bt->n)
             continue;
         int ok = rc == MPI_ERR_IN_STATUS ? shim_copy_ok(s[k].MPI_ERROR) : shim_copy_ok(rc);
-        batch_finish(bt, i, &s[k], ok);
+        shim_batch_finish(bt, i, &s[k], ok);
     }
 }
 
 /* Put back what did not complete, free what was allocated; the call's result. */
-static int batch_end(struct batch *bt, int rc)
+int shim_batch_end(struct shim_batch *bt, int rc)
 {
     for (int i = 0; i < bt->n && bt->recs != NULL; i++)
         if (bt->recs[i] != NULL)
@@ -219,10 +207,10 @@ SHIM_EXPORT int MPI_Startall(int count, MPI_Request reqs[])
 {
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Startall(count, reqs);
-    struct batch bt;
-    int t = batch_take(&bt, count, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, count, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS) : PMPI_Startall(count, reqs);
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS) : PMPI_Startall(count, reqs);
     int rc = MPI_SUCCESS;
     for (int i = 0; i < count && rc == MPI_SUCCESS; i++)
         if (bt.recs[i] != NULL)
@@ -233,7 +221,7 @@ SHIM_EXPORT int MPI_Startall(int count, MPI_Request reqs[])
         for (int i = 0; i < count; i++)
             if (bt.recs[i] != NULL)
                 bt.recs[i]->active = 0;
-    return batch_end(&bt, rc);
+    return shim_batch_end(&bt, rc);
 }
 
 /* Forwarded as is: a cancelled receive is noticed at completion
@@ -250,16 +238,16 @@ SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Waitall(count, reqs, statuses);
     shim_detached_progress(0);
-    struct batch bt;
-    int t = batch_take(&bt, count, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, count, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS) : PMPI_Waitall(count, reqs, statuses);
-    MPI_Status *s = batch_statuses(&bt, statuses);
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS) : PMPI_Waitall(count, reqs, statuses);
+    MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
-        return batch_end(&bt, MPI_SUCCESS);
+        return shim_batch_end(&bt, MPI_SUCCESS);
     int rc = PMPI_Waitall(count, reqs, s);
-    batch_finish_all(&bt, reqs, s, rc);
-    return batch_end(&bt, rc);
+    shim_batch_finish_all(&bt, reqs, s, rc);
+    return shim_batch_end(&bt, rc);
 }
 
 SHIM_EXPORT int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
@@ -267,17 +255,17 @@ SHIM_EXPORT int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Testall(count, reqs, flag, statuses);
     shim_detached_progress(0);
-    struct batch bt;
-    int t = batch_take(&bt, count, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, count, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS) : PMPI_Testall(count, reqs, flag, statuses);
-    MPI_Status *s = batch_statuses(&bt, statuses);
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS) : PMPI_Testall(count, reqs, flag, statuses);
+    MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
-        return batch_end(&bt, MPI_SUCCESS);
+        return shim_batch_end(&bt, MPI_SUCCESS);
     int rc = PMPI_Testall(count, reqs, flag, s);
     if (*flag || rc == MPI_ERR_IN_STATUS)
-        batch_finish_all(&bt, reqs, s, rc);
-    return batch_end(&bt, rc);
+        shim_batch_finish_all(&bt, reqs, s, rc);
+    return shim_batch_end(&bt, rc);
 }
 
 SHIM_EXPORT int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
@@ -285,16 +273,16 @@ SHIM_EXPORT int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Statu
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Waitany(count, reqs, index, status);
     shim_detached_progress(0);
-    struct batch bt;
-    int t = batch_take(&bt, count, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, count, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS) : PMPI_Waitany(count, reqs, index, status);
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS) : PMPI_Waitany(count, reqs, index, status);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Waitany(count, reqs, index, s);
     if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
-        batch_finish(&bt, *index, s, shim_copy_ok(rc));
-    return batch_end(&bt, rc);
+        shim_batch_finish(&bt, *index, s, shim_copy_ok(rc));
+    return shim_batch_end(&bt, rc);
 }
 
 SHIM_EXPORT int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
@@ -303,17 +291,17 @@ SHIM_EXPORT int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Testany(count, reqs, index, flag, status);
     shim_detached_progress(0);
-    struct batch bt;
-    int t = batch_take(&bt, count, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, count, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS)
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS)
                      : PMPI_Testany(count, reqs, index, flag, status);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Testany(count, reqs, index, flag, s);
     if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
-        batch_finish(&bt, *index, s, shim_copy_ok(rc));
-    return batch_end(&bt, rc);
+        shim_batch_finish(&bt, *index, s, shim_copy_ok(rc));
+    return shim_batch_end(&bt, rc);
 }
 
 SHIM_EXPORT int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
@@ -322,17 +310,17 @@ SHIM_EXPORT int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
     shim_detached_progress(0);
-    struct batch bt;
-    int t = batch_take(&bt, incount, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, incount, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS)
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS)
                      : PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
-    MPI_Status *s = batch_statuses(&bt, statuses);
+    MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
-        return batch_end(&bt, MPI_SUCCESS);
+        return shim_batch_end(&bt, MPI_SUCCESS);
     int rc = PMPI_Waitsome(incount, reqs, outcount, indices, s);
-    batch_finish_indices(&bt, *outcount, indices, s, rc);
-    return batch_end(&bt, rc);
+    shim_batch_finish_indices(&bt, *outcount, indices, s, rc);
+    return shim_batch_end(&bt, rc);
 }
 
 SHIM_EXPORT int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
@@ -341,15 +329,15 @@ SHIM_EXPORT int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Testsome(incount, reqs, outcount, indices, statuses);
     shim_detached_progress(0);
-    struct batch bt;
-    int t = batch_take(&bt, incount, reqs);
+    struct shim_batch bt;
+    int t = shim_batch_take(&bt, incount, reqs);
     if (t <= 0)
-        return t < 0 ? batch_end(&bt, MPI_SUCCESS)
+        return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS)
                      : PMPI_Testsome(incount, reqs, outcount, indices, statuses);
-    MPI_Status *s = batch_statuses(&bt, statuses);
+    MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
-        return batch_end(&bt, MPI_SUCCESS);
+        return shim_batch_end(&bt, MPI_SUCCESS);
     int rc = PMPI_Testsome(incount, reqs, outcount, indices, s);
-    batch_finish_indices(&bt, *outcount, indices, s, rc);
-    return batch_end(&bt, rc);
+    shim_batch_finish_indices(&bt, *outcount, indices, s, rc);
+    return shim_batch_end(&bt, rc);
 }

@@ -357,9 +357,21 @@ static struct {
     int code;
 } error_codes[ERROR_CODES];
 static int error_codes_used;
+static int error_strings_lost; /* the MPI's MPI_Error_string does not return them */
+
+/* MPI_Error_string(code) is @p text: Debian's MPICH 4.0.2 returns an unrelated
+ * built-in message for a code made by MPI_Add_error_code instead of the string
+ * given to MPI_Add_error_string (measured). */
+static int error_string_kept(int code, const char *text)
+{
+    char back[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    return PMPI_Error_string(code, back, &len) == MPI_SUCCESS && strcmp(back, text) == 0;
+}
 
 /* An error code of class errclass whose MPI_Error_string is text: made once
- * per distinct text (MPI_Add_error_code + MPI_Add_error_string). */
+ * per distinct text (MPI_Add_error_code + MPI_Add_error_string). Where the
+ * MPI loses such strings, the plain class, and the text on stderr. */
 static int error_code_for(int errclass, const char *text)
 {
     int code = errclass;
@@ -371,8 +383,14 @@ static int error_code_for(int errclass, const char *text)
         }
     }
     int fresh;
-    if (error_codes_used < ERROR_CODES && PMPI_Add_error_code(errclass, &fresh) == MPI_SUCCESS &&
-        PMPI_Add_error_string(fresh, (char *)text) == MPI_SUCCESS) {
+    int made = !error_strings_lost && error_codes_used < ERROR_CODES &&
+               PMPI_Add_error_code(errclass, &fresh) == MPI_SUCCESS &&
+               PMPI_Add_error_string(fresh, (char *)text) == MPI_SUCCESS;
+    if (made && !error_string_kept(fresh, text)) {
+        error_strings_lost = 1; /* checked once: no more codes are made */
+        made = 0;
+    }
+    if (made) {
         snprintf(error_codes[error_codes_used].text, MPI_MAX_ERROR_STRING, "%s", text);
         error_codes[error_codes_used++].code = fresh;
         code = fresh;

@@ -550,10 +550,19 @@ static void test_special(void)
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && count == 0,
           "Recv from MPI_PROC_NULL: status source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG,
           count);
+    /* The status of a nonblocking one is the MPI's own on host memory: MPICH
+     * 4.0.2 says source 0, tag 0 where Open MPI says MPI_PROC_NULL (measured,
+     * without the shim). */
     MPI_Request req;
+    char host[4];
+    MPI_Status host_st;
+    MPI_OK(MPI_Irecv(host, 4, MPI_BYTE, MPI_PROC_NULL, 500, MPI_COMM_WORLD, &req));
+    MPI_OK(MPI_Wait(&req, &host_st));
     MPI_OK(MPI_Irecv(d, (int)n, MPI_BYTE, MPI_PROC_NULL, 500, MPI_COMM_WORLD, &req));
     MPI_OK(MPI_Wait(&req, &st));
-    CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "Irecv from MPI_PROC_NULL: source %d", st.MPI_SOURCE);
+    CHECK(st.MPI_SOURCE == host_st.MPI_SOURCE && st.MPI_TAG == host_st.MPI_TAG,
+          "Irecv from MPI_PROC_NULL: source %d tag %d, on host memory %d %d", st.MPI_SOURCE,
+          st.MPI_TAG, host_st.MPI_SOURCE, host_st.MPI_TAG);
     CHECK(dev_is(0, d, 55, n), "MPI_PROC_NULL receives wrote the device buffer");
 
     /* Zero counts: device and NULL buffers. */
@@ -643,6 +652,27 @@ static void test_special(void)
 
 /* ---- refused input: a clear MPI error, nothing sent --------------------------------- */
 
+/* 1 when MPI_Error_string returns what MPI_Add_error_string set. Debian's
+ * MPICH 4.0.2 does not (measured): the shim then raises the plain class and
+ * prints its message on stderr (the CTest checks that line), and only the
+ * class can be checked here. */
+static int added_strings_kept(void)
+{
+    static int kept = -1;
+    if (kept < 0) {
+        int code = MPI_SUCCESS, len = 0;
+        char text[MPI_MAX_ERROR_STRING] = "";
+        MPI_Add_error_code(MPI_ERR_OTHER, &code);
+        MPI_Add_error_string(code, "p2p_device: probe");
+        MPI_Error_string(code, text, &len);
+        kept = strcmp(text, "p2p_device: probe") == 0;
+        if (!kept)
+            printf("p2p_device: rank %d: this MPI loses added error strings: "
+                   "error classes checked, messages on stderr\n", rank);
+    }
+    return kept;
+}
+
 static void expect_error(int rc, int want_class, const char *call, const char *what)
 {
     int cls = MPI_SUCCESS, len = 0;
@@ -651,7 +681,7 @@ static void expect_error(int rc, int want_class, const char *call, const char *w
         MPI_Error_class(rc, &cls);
         MPI_Error_string(rc, text, &len);
     }
-    CHECK(cls == want_class && strstr(text, call) != NULL,
+    CHECK(cls == want_class && (strstr(text, call) != NULL || !added_strings_kept()),
           "%s: rc %d class %d (want %d), message '%s' should name %s", what, rc, cls, want_class,
           text, call);
 }
@@ -884,6 +914,154 @@ static void test_managed(void)
     pop();
 }
 
+/* ---- large-count calls (MPI-4: MPI_Send_c & co.) -------------------------------- */
+
+#if MPI_VERSION >= 4
+/* Every wrapped _c call once with device buffers of both devices; counts are
+ * MPI_Count (small values: what differs is the entry point). */
+static void test_large_count(void)
+{
+    const MPI_Count n = 70001;
+    char *d0 = dalloc(0, (size_t)n), *d1 = dalloc(ndev - 1, (size_t)n);
+    MPI_Comm comm = MPI_COMM_WORLD;
+    MPI_Status st;
+    MPI_Request req[2];
+    MPI_Message msg;
+    MPI_Count count = -1;
+    int tag = 700, calls = 0;
+
+    /* Blocking sends, each device to the other; the receive through Recv_c. */
+    typedef int (*send_c_fn)(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm);
+    struct {
+        const char *name;
+        send_c_fn fn;
+    } sends[] = {{"MPI_Send_c", MPI_Send_c}, {"MPI_Ssend_c", MPI_Ssend_c},
+                 {"MPI_Bsend_c", MPI_Bsend_c}};
+    for (size_t f = 0; f < sizeof sends / sizeof sends[0]; f++, tag++) {
+        fill_dev(0, d0, rank + tag, (size_t)n);
+        MPI_OK(MPI_Irecv_c(d1, n, MPI_BYTE, from_rank(), tag, comm, &req[0]));
+        MPI_OK(sends[f].fn(d0, n, MPI_BYTE, to_rank(), tag, comm));
+        MPI_OK(MPI_Wait(&req[0], &st));
+        MPI_Get_count_c(&st, MPI_BYTE, &count);
+        CHECK(count == n && dev_is(ndev - 1, d1, from_rank() + tag, (size_t)n),
+              "%s dev0 -> Irecv_c dev%d: count %lld or data", sends[f].name, ndev - 1,
+              (long long)count);
+        calls += 2;
+    }
+    /* MPI_Rsend_c: the receive (Recv_c) is posted first, then a barrier. */
+    fill_dev(ndev - 1, d1, rank + tag, (size_t)n);
+    MPI_OK(MPI_Irecv_c(d0, n, MPI_BYTE, from_rank(), tag, comm, &req[0]));
+    MPI_Barrier(comm);
+    MPI_OK(MPI_Rsend_c(d1, n, MPI_BYTE, to_rank(), tag, comm));
+    MPI_OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+    CHECK(dev_is(0, d0, from_rank() + tag, (size_t)n), "MPI_Rsend_c: data");
+    tag++;
+    calls++;
+
+    /* Nonblocking sends; blocking receives (Recv_c, with a status). */
+    typedef int (*isend_c_fn)(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm,
+                              MPI_Request *);
+    struct {
+        const char *name;
+        isend_c_fn fn;
+    } isends[] = {{"MPI_Isend_c", MPI_Isend_c}, {"MPI_Issend_c", MPI_Issend_c},
+                  {"MPI_Ibsend_c", MPI_Ibsend_c}};
+    for (size_t f = 0; f < sizeof isends / sizeof isends[0]; f++, tag++) {
+        fill_dev(ndev - 1, d1, rank + tag, (size_t)n);
+        MPI_OK(isends[f].fn(d1, n, MPI_BYTE, to_rank(), tag, comm, &req[0]));
+        MPI_OK(MPI_Recv_c(d0, n, MPI_BYTE, from_rank(), tag, comm, &st));
+        MPI_OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+        MPI_Get_count_c(&st, MPI_BYTE, &count);
+        CHECK(count == n && dev_is(0, d0, from_rank() + tag, (size_t)n),
+              "%s dev%d -> Recv_c dev0: count %lld or data", isends[f].name, ndev - 1,
+              (long long)count);
+        calls += 2;
+    }
+    /* MPI_Irsend_c. */
+    fill_dev(0, d0, rank + tag, (size_t)n);
+    MPI_OK(MPI_Irecv_c(d1, n, MPI_BYTE, from_rank(), tag, comm, &req[0]));
+    MPI_Barrier(comm);
+    MPI_OK(MPI_Irsend_c(d0, n, MPI_BYTE, to_rank(), tag, comm, &req[1]));
+    MPI_OK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    CHECK(dev_is(ndev - 1, d1, from_rank() + tag, (size_t)n), "MPI_Irsend_c: data");
+    tag++;
+    calls++;
+
+    /* Sendrecv_c across the devices, Sendrecv_replace_c. */
+    fill_dev(0, d0, rank + tag, (size_t)n);
+    MPI_OK(MPI_Sendrecv_c(d0, n, MPI_BYTE, to_rank(), tag, d1, n, MPI_BYTE, from_rank(), tag,
+                          comm, MPI_STATUS_IGNORE));
+    CHECK(dev_is(ndev - 1, d1, from_rank() + tag, (size_t)n), "MPI_Sendrecv_c: data");
+    tag++;
+    fill_dev(ndev - 1, d1, rank + tag, (size_t)n);
+    MPI_OK(MPI_Sendrecv_replace_c(d1, n, MPI_BYTE, to_rank(), tag, from_rank(), tag, comm, &st));
+    CHECK(dev_is(ndev - 1, d1, from_rank() + tag, (size_t)n), "MPI_Sendrecv_replace_c: data");
+    tag++;
+    calls += 2;
+
+    /* Matched receives. */
+    fill_dev(0, d0, rank + tag, (size_t)n);
+    MPI_OK(MPI_Isend_c(d0, n, MPI_BYTE, to_rank(), tag, comm, &req[0]));
+    MPI_OK(MPI_Mprobe(from_rank(), tag, comm, &msg, &st));
+    MPI_OK(MPI_Mrecv_c(d1, n, MPI_BYTE, &msg, MPI_STATUS_IGNORE));
+    MPI_OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+    CHECK(dev_is(ndev - 1, d1, from_rank() + tag, (size_t)n), "MPI_Mrecv_c: data");
+    tag++;
+    fill_dev(ndev - 1, d1, rank + tag, (size_t)n);
+    MPI_OK(MPI_Isend_c(d1, n, MPI_BYTE, to_rank(), tag, comm, &req[0]));
+    MPI_OK(MPI_Mprobe(from_rank(), tag, comm, &msg, &st));
+    MPI_OK(MPI_Imrecv_c(d0, n, MPI_BYTE, &msg, &req[1]));
+    MPI_OK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    CHECK(dev_is(0, d0, from_rank() + tag, (size_t)n), "MPI_Imrecv_c: data");
+    tag++;
+    calls += 2;
+
+    /* Persistent: each *_init_c send against Recv_init_c, restarted. */
+    typedef int (*init_c_fn)(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm,
+                             MPI_Request *);
+    struct {
+        const char *name;
+        init_c_fn fn;
+    } inits[] = {{"MPI_Send_init_c", MPI_Send_init_c},
+                 {"MPI_Ssend_init_c", MPI_Ssend_init_c},
+                 {"MPI_Rsend_init_c", MPI_Rsend_init_c}};
+    for (size_t f = 0; f < sizeof inits / sizeof inits[0]; f++, tag++) {
+        MPI_OK(MPI_Recv_init_c(d1, n, MPI_BYTE, from_rank(), tag, comm, &req[0]));
+        MPI_OK(inits[f].fn(d0, n, MPI_BYTE, to_rank(), tag, comm, &req[1]));
+        for (int round = 0; round < 3; round++) {
+            fill_dev(0, d0, rank + tag + round, (size_t)n);
+            MPI_OK(MPI_Start(&req[0]));
+            MPI_Barrier(comm); /* Rsend: every receive is posted */
+            MPI_OK(MPI_Start(&req[1]));
+            MPI_OK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+            CHECK(dev_is(ndev - 1, d1, from_rank() + tag + round, (size_t)n),
+                  "%s round %d: data", inits[f].name, round);
+        }
+        MPI_Request_free(&req[0]);
+        MPI_Request_free(&req[1]);
+        calls += 2;
+    }
+    /* Bsend_init_c: one round. */
+    fill_dev(0, d0, rank + tag, (size_t)n);
+    MPI_OK(MPI_Irecv_c(d1, n, MPI_BYTE, from_rank(), tag, comm, &req[0]));
+    MPI_OK(MPI_Bsend_init_c(d0, n, MPI_BYTE, to_rank(), tag, comm, &req[1]));
+    MPI_OK(MPI_Start(&req[1]));
+    MPI_OK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    MPI_Request_free(&req[1]);
+    CHECK(dev_is(ndev - 1, d1, from_rank() + tag, (size_t)n), "MPI_Bsend_init_c: data");
+    calls++;
+
+    dfree(0, d0);
+    dfree(ndev - 1, d1);
+    printf("p2p_device: rank %d: large-count: %d calls checked\n", rank, calls);
+}
+#else
+static void test_large_count(void)
+{
+    /* An MPI-3 library (Open MPI 4.1) has no _c calls. */
+}
+#endif
+
 /* ---- threads (MPI_THREAD_MULTIPLE) -------------------------------------------------- */
 
 static void *thread_main(void *arg)
@@ -972,6 +1150,7 @@ int main(int argc, char **argv)
     RUN(persistent);
     RUN(errors);
     RUN(managed);
+    RUN(large_count);
     RUN(threads);
 
     MPI_Buffer_detach(&battach, &bsize);

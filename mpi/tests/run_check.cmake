@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # cmake "-DCOMMAND=<mpirun;args;...>" -DEXPECT=pass|fault
-#       [-DREQUIRE=<regex>] [-DREQUIRE2=<regex>] [-DFORBID=<regex>] -P run_check.cmake
+#       [-DREQUIRE=<regex>] [-DREQUIRE2=<regex>] [-DREQUIRE3=<regex>] [-DFORBID=<regex>]
+#       -P run_check.cmake
 #
 # EXPECT=pass: the command exits 0, prints no FAILED line, and its output
 # matches every REQUIRE* regex (each must match; CTest's own
@@ -20,7 +21,7 @@ if(EXPECT STREQUAL "pass")
   if(all MATCHES "FAILED|VIOLATION|fakecuda: [0-9]+ violations")
     message(FATAL_ERROR "a FAILED or VIOLATION line")
   endif()
-  foreach(v REQUIRE REQUIRE2)
+  foreach(v REQUIRE REQUIRE2 REQUIRE3)
     if(DEFINED ${v} AND NOT all MATCHES "${${v}}")
       message(FATAL_ERROR "the output does not match: ${${v}}")
     endif()
@@ -33,7 +34,7 @@ elseif(EXPECT STREQUAL "fault")
   if(rc EQUAL 0)
     message(FATAL_ERROR "expected the job to fail, it exited 0")
   endif()
-  if(all MATCHES "p2p_device: rank [0-9]+: PASS")
+  if(all MATCHES "(p2p_device|f_p2p): rank [0-9]+: PASS")
     message(FATAL_ERROR "a rank passed: device buffers went through without the shim?")
   endif()
   if(NOT all MATCHES "Segmentation fault|signal 11")

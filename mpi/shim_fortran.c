@@ -1,0 +1,939 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The Fortran entry points, for MPIs whose Fortran bindings call PMPI_*
+ * directly, past the C wrappers (docs/mpi.md). Two cases, chosen at build
+ * time (cucopy_add_mpi_shim(... FORTRAN ALL | F08_COMPLETION)):
+ *
+ *   SHIM_FORTRAN_ALL (Open MPI 4): mpif.h, `use mpi` and `use mpi_f08` all
+ *     reach PMPI_*. Every call is defined under the four manglings of mpif.h
+ *     / `use mpi` (mpi_send_, mpi_send__, mpi_send, MPI_SEND: aliases of one
+ *     function) and the one of `use mpi_f08` (mpi_send_f08_), forwarding to
+ *     the MPI's profiling entry points (pmpi_send_, pmpi_send_f08_).
+ *   SHIM_FORTRAN_F08_COMPLETION (MPICH 4.0): mpif.h and `use mpi` call MPI_*
+ *     (the C wrappers see them), and so do the sends and receives of
+ *     `use mpi_f08`; but its Init, Init_thread, Finalize, Start(all), Wait*,
+ *     Test*, Request_free and Request_get_status call PMPI_* (measured with
+ *     objdump). Only those f08 entries are defined, and since MPICH has no
+ *     pmpi_*_f08_ names they forward to the MPI's own mpi_*_f08_, the next
+ *     definition after the shim.
+ *
+ * The MPI's function is found with dlsym(RTLD_NEXT) on first use. The MPI therefore still does its own
+ * handle conversions, sentinels, LOGICALs and ierror; the wrapper only
+ * converts handles to C (MPI_Comm_f2c, MPI_Type_f2c, MPI_Request_f2c, ...)
+ * to classify and stage the buffer with the C path's code (shim_stage,
+ * the request table, the completion batch), then hands PMPI the staging
+ * memory instead of the device address.
+ *
+ * All arguments are addresses (Fortran passes by reference; the f08 handle
+ * types hold one INTEGER; TYPE(MPI_Status) is MPI_STATUS_SIZE INTEGERs).
+ * The f08 ierror is OPTIONAL: NULL when absent.
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef MPI_Fint fint;
+
+/* INTEGERs in one Fortran status (MPI_STATUS_SIZE). */
+#define FSTATUS_WORDS ((sizeof(MPI_Status) + sizeof(fint) - 1) / sizeof(fint))
+
+/* ---- forwarding ----------------------------------------------------------------- */
+
+/* The MPI's Fortran entry point @p name, looked up once. A Fortran program
+ * calling the wrapper has the MPI's Fortran library loaded, so a miss is a
+ * broken installation: say so and stop. */
+static void *fort_next(void *_Atomic *slot, const char *name)
+{
+    void *fn = atomic_load_explicit(slot, memory_order_acquire);
+    if (SHIM_LIKELY(fn != NULL))
+        return fn;
+    dlerror();
+    fn = dlsym(RTLD_NEXT, name);
+    if (fn == NULL) {
+        fprintf(stderr, "cucopy_mpi: the MPI's Fortran library does not define %s (%s)\n",
+                name, dlerror());
+        abort();
+    }
+    atomic_store_explicit(slot, fn, memory_order_release);
+    return fn;
+}
+
+static void set_ierr(fint *ierr, int rc)
+{
+    if (ierr != NULL)
+        *ierr = (fint)rc;
+}
+
+#if defined(SHIM_FORTRAN_ALL) /* p2p only */
+/* Fortran's MPI_BOTTOM is the address of a common block of the MPI (Open
+ * MPI: mpi_fortran_bottom_); the C classification must see C's MPI_BOTTOM. */
+static const void *c_buf(const void *buf)
+{
+    static const void *_Atomic bottom;
+    static _Atomic int looked;
+    if (!atomic_load_explicit(&looked, memory_order_acquire)) {
+        atomic_store(&bottom, dlsym(RTLD_DEFAULT, "mpi_fortran_bottom_"));
+        atomic_store_explicit(&looked, 1, memory_order_release);
+    }
+    const void *b = atomic_load_explicit(&bottom, memory_order_relaxed);
+    return b != NULL && buf == b ? MPI_BOTTOM : buf;
+}
+
+#endif
+
+/* The Fortran MPI_STATUS_IGNORE (MPICH's mpi_f08 has one of its own). */
+static int status_ignored(const fint *s)
+{
+#if defined(MPICH_VERSION)
+    if ((const void *)s == (const void *)MPI_F08_STATUS_IGNORE)
+        return 1;
+#endif
+    return s == MPI_F_STATUS_IGNORE;
+}
+
+static int statuses_ignored(const fint *s)
+{
+#if defined(MPICH_VERSION)
+    if ((const void *)s == (const void *)MPI_F08_STATUSES_IGNORE)
+        return 1;
+#endif
+    return s == MPI_F_STATUSES_IGNORE;
+}
+
+static MPI_Status c_status(const fint *fs)
+{
+    MPI_Status cs;
+    memset(&cs, 0, sizeof cs);
+    PMPI_Status_f2c(fs, &cs);
+    return cs;
+}
+
+static int f_request_null(const fint *freq)
+{
+    return PMPI_Request_f2c(*freq) == MPI_REQUEST_NULL;
+}
+
+#if defined(SHIM_FORTRAN_ALL) /* p2p only */
+/* The C request PMPI made for *freq recorded with its staging memory; *freq
+ * follows the record's fate (a record-less fallback completed it). */
+static int f_rec_add(fint *freq, int recv, int persistent, MPI_Comm comm, const char *call,
+                     const struct shim_buf *b)
+{
+    MPI_Request creq = PMPI_Request_f2c(*freq);
+    int rc = persistent ? shim_rec_add_persistent(&creq, recv, comm, call, b)
+                        : shim_rec_add(&creq, recv, comm, call, b);
+    if (creq == MPI_REQUEST_NULL)
+        *freq = PMPI_Request_c2f(MPI_REQUEST_NULL);
+    return rc;
+}
+
+#endif
+
+/* One function under the four manglings of mpif.h / use mpi. */
+#define F77_NAMES(fn, lower, UPPER)                                                   \
+    extern __typeof__(fn) lower##_ __attribute__((alias(#fn), visibility("default"))); \
+    extern __typeof__(fn) lower##__ __attribute__((alias(#fn), visibility("default")));\
+    extern __typeof__(fn) lower __attribute__((alias(#fn), visibility("default")));    \
+    extern __typeof__(fn) UPPER __attribute__((alias(#fn), visibility("default")));
+
+/* ---- init and finalize -------------------------------------------------------- */
+
+typedef void (*f_init_fn)(fint *);
+typedef void (*f_init_thread_fn)(fint *, fint *, fint *);
+typedef void (*f_finalize_fn)(fint *);
+
+static void f_init(f_init_fn fn, fint *ierr)
+{
+    fint e = 0;
+    fn(&e);
+    if (e == MPI_SUCCESS) {
+        int provided = MPI_THREAD_SINGLE;
+        PMPI_Query_thread(&provided);
+        shim_after_init(provided);
+    }
+    set_ierr(ierr, e);
+}
+
+static void f_init_thread(f_init_thread_fn fn, fint *required, fint *provided, fint *ierr)
+{
+    fint e = 0;
+    fn(required, provided, &e);
+    if (e == MPI_SUCCESS)
+        shim_after_init(*provided);
+    set_ierr(ierr, e);
+}
+
+static void f_finalize(f_finalize_fn fn, fint *ierr)
+{
+    if (shim_pending())
+        shim_detached_progress(1);
+    fint e = 0;
+    fn(&e);
+    shim_after_finalize();
+    set_ierr(ierr, e);
+}
+
+#if defined(SHIM_FORTRAN_ALL) /* the sends and receives */
+/* ---- sends: blocking, nonblocking, persistent ------------------------------------ */
+
+typedef void (*f_send_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_isend_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *, fint *);
+
+static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint *dt, fint *dest,
+                   fint *tag, fint *comm, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
+        fn(buf, count, dt, dest, tag, comm, ierr);
+        return;
+    }
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    struct shim_buf b;
+    int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c, SHIM_TO_MPI, &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, dest, tag, comm, ierr);
+        return;
+    }
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, dest, tag, comm, &e);
+    shim_release(&b);
+    set_ierr(ierr, e);
+}
+
+/* Isend family (persistent 0) and Send_init family (persistent 1): a
+ * persistent send is copied at MPI_Start, not here. */
+static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
+                    fint *dt, fint *dest, fint *tag, fint *comm, fint *req, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
+        fn(buf, count, dt, dest, tag, comm, req, ierr);
+        return;
+    }
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    struct shim_buf b;
+    int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c,
+                        persistent ? 0 : SHIM_TO_MPI, &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, dest, tag, comm, req, ierr);
+        return;
+    }
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, dest, tag, comm, req, &e);
+    if (e != MPI_SUCCESS) {
+        shim_release(&b);
+        set_ierr(ierr, e);
+        return;
+    }
+    set_ierr(ierr, f_rec_add(req, 0, persistent, c, call, &b));
+}
+
+/* ---- receives -------------------------------------------------------------------- */
+
+typedef void (*f_recv_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_mrecv_fn)(void *, fint *, fint *, fint *, fint *, fint *);
+
+/* After a blocking receive into staging memory (@p e: its ierror, @p fs its
+ * Fortran status). */
+static int f_finish_recv(const char *call, fint e, struct shim_buf *b, const fint *fs,
+                         MPI_Comm comm)
+{
+    MPI_Status cs = c_status(fs);
+    return shim_finish_recv(call, e, b, &cs, comm);
+}
+
+static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source, fint *tag,
+                   fint *comm, fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *source == MPI_PROC_NULL) {
+        fn(buf, count, dt, source, tag, comm, status, ierr);
+        return;
+    }
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    struct shim_buf b;
+    int rc = shim_stage("MPI_Recv", c_buf(buf), *count, PMPI_Type_f2c(*dt), c, SHIM_FROM_MPI,
+                        &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, source, tag, comm, status, ierr);
+        return;
+    }
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, source, tag, comm, s, &e);
+    set_ierr(ierr, f_finish_recv("MPI_Recv", e, &b, s, c));
+}
+
+/* Irecv (persistent 0) and Recv_init (persistent 1). */
+static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
+                    fint *dt, fint *source, fint *tag, fint *comm, fint *req, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *source == MPI_PROC_NULL) {
+        fn(buf, count, dt, source, tag, comm, req, ierr);
+        return;
+    }
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    struct shim_buf b;
+    int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c, SHIM_FROM_MPI, &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, source, tag, comm, req, ierr);
+        return;
+    }
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, source, tag, comm, req, &e);
+    if (e != MPI_SUCCESS) {
+        shim_release(&b);
+        set_ierr(ierr, e);
+        return;
+    }
+    set_ierr(ierr, f_rec_add(req, 1, persistent, c, call, &b));
+}
+
+static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message,
+                    fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 ||
+        PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
+        fn(buf, count, dt, message, status, ierr);
+        return;
+    }
+    struct shim_buf b;
+    int rc = shim_stage("MPI_Mrecv", c_buf(buf), *count, PMPI_Type_f2c(*dt), MPI_COMM_WORLD,
+                        SHIM_FROM_MPI, &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, message, status, ierr);
+        return;
+    }
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, message, s, &e);
+    set_ierr(ierr, f_finish_recv("MPI_Mrecv", e, &b, s, MPI_COMM_WORLD));
+}
+
+static void f_imrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message, fint *req,
+                     fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 ||
+        PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
+        fn(buf, count, dt, message, req, ierr);
+        return;
+    }
+    struct shim_buf b;
+    int rc = shim_stage("MPI_Imrecv", c_buf(buf), *count, PMPI_Type_f2c(*dt), MPI_COMM_WORLD,
+                        SHIM_FROM_MPI, &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, message, req, ierr);
+        return;
+    }
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, message, req, &e);
+    if (e != MPI_SUCCESS) {
+        shim_release(&b);
+        set_ierr(ierr, e);
+        return;
+    }
+    set_ierr(ierr, f_rec_add(req, 1, 0, MPI_COMM_WORLD, "MPI_Imrecv", &b));
+}
+
+/* ---- send and receive in one call -------------------------------------------------- */
+
+typedef void (*f_sendrecv_fn)(void *, fint *, fint *, fint *, fint *, void *, fint *, fint *,
+                              fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_sendrecv_replace_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *,
+                                      fint *, fint *, fint *);
+
+static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, fint *dest,
+                       fint *stag, void *rbuf, fint *rcount, fint *rtype, fint *source,
+                       fint *rtag, fint *comm, fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active())) {
+        fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status,
+           ierr);
+        return;
+    }
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    struct shim_buf sb = {0}, rb = {0};
+    int rc = MPI_SUCCESS;
+    if (*scount != 0 && *dest != MPI_PROC_NULL)
+        rc = shim_stage("MPI_Sendrecv", c_buf(sbuf), *scount, PMPI_Type_f2c(*stype), c,
+                        SHIM_TO_MPI, &sb);
+    if (rc == MPI_SUCCESS && *rcount != 0 && *source != MPI_PROC_NULL) {
+        rc = shim_stage("MPI_Sendrecv", c_buf(rbuf), *rcount, PMPI_Type_f2c(*rtype), c,
+                        SHIM_FROM_MPI, &rb);
+        if (rc != MPI_SUCCESS)
+            shim_release(&sb);
+    }
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!sb.staged && !rb.staged) {
+        fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status,
+           ierr);
+        return;
+    }
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fn(sb.staged ? shim_host_arg(&sb) : sbuf, scount, stype, dest, stag,
+       rb.staged ? shim_host_arg(&rb) : rbuf, rcount, rtype, source, rtag, comm, s, &e);
+    shim_release(&sb);
+    if (rb.staged)
+        e = (fint)f_finish_recv("MPI_Sendrecv", e, &rb, s, c);
+    set_ierr(ierr, e);
+}
+
+static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count, fint *dt,
+                               fint *dest, fint *stag, fint *source, fint *rtag, fint *comm,
+                               fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_active()) || *count == 0 ||
+        (*dest == MPI_PROC_NULL && *source == MPI_PROC_NULL)) {
+        fn(buf, count, dt, dest, stag, source, rtag, comm, status, ierr);
+        return;
+    }
+    int direction = (*dest != MPI_PROC_NULL ? SHIM_TO_MPI : 0) |
+                    (*source != MPI_PROC_NULL ? SHIM_FROM_MPI : 0);
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    struct shim_buf b;
+    int rc = shim_stage("MPI_Sendrecv_replace", c_buf(buf), *count, PMPI_Type_f2c(*dt), c,
+                        direction, &b);
+    if (rc != MPI_SUCCESS) {
+        set_ierr(ierr, rc);
+        return;
+    }
+    if (!b.staged) {
+        fn(buf, count, dt, dest, stag, source, rtag, comm, status, ierr);
+        return;
+    }
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fn(shim_host_arg(&b), count, dt, dest, stag, source, rtag, comm, s, &e);
+    if (*source == MPI_PROC_NULL)
+        shim_release(&b);
+    else
+        e = (fint)f_finish_recv("MPI_Sendrecv_replace", e, &b, s, c);
+    set_ierr(ierr, e);
+}
+
+#endif
+
+/* ---- completion: one request --------------------------------------------------------- */
+
+typedef void (*f_wait_fn)(fint *, fint *, fint *);
+typedef void (*f_test_fn)(fint *, fint *, fint *, fint *);
+typedef void (*f_req_fn)(fint *, fint *);
+typedef void (*f_startall_fn)(fint *, fint *, fint *);
+
+static void f_wait(f_wait_fn fn, fint *req, fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        fn(req, status, ierr);
+        return;
+    }
+    shim_detached_progress(0);
+    struct shim_rec *r = shim_rec_take(PMPI_Request_f2c(*req));
+    if (r == NULL) {
+        fn(req, status, ierr);
+        return;
+    }
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fn(req, s, &e);
+    if (!r->persistent && !f_request_null(req)) {
+        shim_rec_put_back(r);
+        set_ierr(ierr, e);
+        return;
+    }
+    MPI_Status cs = c_status(s);
+    int rc2 = shim_rec_finish(r, &cs, shim_copy_ok(e));
+    set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
+}
+
+/* MPI_Test (get_status 0) and MPI_Request_get_status (1: the request stays;
+ * a completed receive is copied to the device once). */
+static void f_test(int get_status, f_test_fn fn, fint *req, fint *flag, fint *status,
+                   fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        fn(req, flag, status, ierr);
+        return;
+    }
+    if (!get_status)
+        shim_detached_progress(0);
+    struct shim_rec *r = shim_rec_take(PMPI_Request_f2c(*req));
+    if (r == NULL) {
+        fn(req, flag, status, ierr);
+        return;
+    }
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fn(req, flag, s, &e);
+    int rc2 = MPI_SUCCESS;
+    if (get_status) {
+        if (shim_copy_ok(e) && *flag && r->recv && !r->copied &&
+            (!r->persistent || r->active)) {
+            MPI_Status cs = c_status(s);
+            rc2 = shim_rec_copy_now(r, &cs);
+        }
+        shim_rec_put_back(r);
+    } else if (!*flag || (!r->persistent && !f_request_null(req))) {
+        shim_rec_put_back(r);
+    } else {
+        MPI_Status cs = c_status(s);
+        rc2 = shim_rec_finish(r, &cs, shim_copy_ok(e));
+    }
+    set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
+}
+
+static void f_request_free(f_req_fn fn, fint *req, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        fn(req, ierr);
+        return;
+    }
+    MPI_Request creq = PMPI_Request_f2c(*req);
+    struct shim_rec *r = shim_rec_take(creq);
+    if (r == NULL) {
+        fn(req, ierr);
+        return;
+    }
+    int rc = shim_rec_free(r, &creq);
+    *req = PMPI_Request_c2f(MPI_REQUEST_NULL);
+    set_ierr(ierr, rc);
+}
+
+static void f_start(f_req_fn fn, fint *req, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        fn(req, ierr);
+        return;
+    }
+    struct shim_rec *r = shim_rec_take(PMPI_Request_f2c(*req));
+    if (r == NULL) {
+        fn(req, ierr);
+        return;
+    }
+    fint e = (fint)shim_rec_start(r);
+    if (e == MPI_SUCCESS) {
+        fn(req, &e);
+        if (e != MPI_SUCCESS)
+            r->active = 0;
+    }
+    shim_rec_put_back(r);
+    set_ierr(ierr, e);
+}
+
+/* ---- completion: arrays of requests ---------------------------------------------------- */
+
+/* C handles and statuses for an array of Fortran requests. */
+struct f_array {
+    MPI_Request stack_req[SHIM_STACK_REQUESTS];
+    fint stack_fstatus[SHIM_STACK_REQUESTS * FSTATUS_WORDS];
+    MPI_Request *creq;
+    fint *fstatus; /* the Fortran statuses given to PMPI */
+    int own_fstatus;
+    int n;
+};
+
+/* -1 on no memory (error raised). */
+static int f_array_open(struct f_array *a, int n, const fint *freq)
+{
+    a->n = n < 0 ? 0 : n;
+    a->creq = a->n <= SHIM_STACK_REQUESTS ? a->stack_req : malloc((size_t)a->n * sizeof *a->creq);
+    a->fstatus = NULL;
+    a->own_fstatus = 0;
+    if (a->creq == NULL) {
+        shim_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Wait*", "no memory for the requests");
+        return -1;
+    }
+    for (int i = 0; i < a->n; i++)
+        a->creq[i] = PMPI_Request_f2c(freq[i]);
+    return 0;
+}
+
+/* The Fortran statuses to give PMPI (@p user or local ones); NULL on no memory. */
+static fint *f_array_fstatus(struct f_array *a, fint *user, int n)
+{
+    if (!statuses_ignored(user))
+        return a->fstatus = user;
+    if (n <= SHIM_STACK_REQUESTS) {
+        a->fstatus = a->stack_fstatus;
+    } else {
+        a->fstatus = calloc((size_t)n * FSTATUS_WORDS, sizeof(fint));
+        a->own_fstatus = a->fstatus != NULL;
+        if (a->fstatus == NULL)
+            shim_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Wait*", "no memory for the statuses");
+    }
+    return a->fstatus;
+}
+
+/* After PMPI: the C handles as PMPI left the Fortran ones, statuses [0, n)
+ * in C (cs: n of them). */
+static void f_array_after(struct f_array *a, const fint *freq, MPI_Status *cs, int n)
+{
+    for (int i = 0; i < a->n; i++)
+        a->creq[i] = PMPI_Request_f2c(freq[i]);
+    for (int k = 0; k < n; k++)
+        cs[k] = c_status(a->fstatus + (size_t)k * FSTATUS_WORDS);
+}
+
+static void f_array_close(struct f_array *a)
+{
+    if (a->creq != a->stack_req)
+        free(a->creq);
+    if (a->own_fstatus)
+        free(a->fstatus);
+}
+
+typedef void (*f_waitall_fn)(fint *, fint *, fint *, fint *);
+typedef void (*f_testall_fn)(fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_waitany_fn)(fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_testany_fn)(fint *, fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_waitsome_fn)(fint *, fint *, fint *, fint *, fint *, fint *);
+
+/* Take the records of the Fortran requests: 1 taken (go on), 0 none (call
+ * PMPI as is), -1 error (*ierr set). */
+static int f_take(struct f_array *a, struct shim_batch *bt, fint *count, fint *freq, fint *ierr)
+{
+    if (f_array_open(a, *count, freq) != 0) {
+        set_ierr(ierr, MPI_ERR_NO_MEM);
+        return -1;
+    }
+    int t = shim_batch_take(bt, a->n, a->creq);
+    if (t < 0) {
+        set_ierr(ierr, shim_batch_end(bt, MPI_SUCCESS));
+        f_array_close(a);
+    } else if (t == 0) {
+        f_array_close(a);
+    }
+    return t;
+}
+
+static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fint *statuses,
+                      fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        if (test)
+            ((f_testall_fn)fn)(count, req, flag, statuses, ierr);
+        else
+            ((f_waitall_fn)fn)(count, req, statuses, ierr);
+        return;
+    }
+    shim_detached_progress(0);
+    struct f_array a;
+    struct shim_batch bt;
+    int t = f_take(&a, &bt, count, req, ierr);
+    if (t == 0) {
+        if (test)
+            ((f_testall_fn)fn)(count, req, flag, statuses, ierr);
+        else
+            ((f_waitall_fn)fn)(count, req, statuses, ierr);
+    }
+    if (t <= 0)
+        return;
+    fint *fs = f_array_fstatus(&a, statuses, a.n);
+    MPI_Status *cs = fs != NULL ? shim_batch_statuses(&bt, MPI_STATUSES_IGNORE) : NULL;
+    if (cs == NULL) {
+        set_ierr(ierr, shim_batch_end(&bt, MPI_ERR_NO_MEM));
+        f_array_close(&a);
+        return;
+    }
+    fint e = 0;
+    int done = 1;
+    if (test) {
+        ((f_testall_fn)fn)(count, req, flag, fs, &e);
+        done = *flag || e == MPI_ERR_IN_STATUS;
+    } else {
+        ((f_waitall_fn)fn)(count, req, fs, &e);
+    }
+    if (done) {
+        f_array_after(&a, req, cs, a.n);
+        shim_batch_finish_all(&bt, a.creq, cs, e);
+    }
+    set_ierr(ierr, shim_batch_end(&bt, e));
+    f_array_close(&a);
+}
+
+/* Waitany / Testany: *index counts from @p base (MPI_UNDEFINED: none). */
+static void f_waitany(int test, int base, void *fn, fint *count, fint *req, fint *index,
+                      fint *flag, fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        if (test)
+            ((f_testany_fn)fn)(count, req, index, flag, status, ierr);
+        else
+            ((f_waitany_fn)fn)(count, req, index, status, ierr);
+        return;
+    }
+    shim_detached_progress(0);
+    struct f_array a;
+    struct shim_batch bt;
+    int t = f_take(&a, &bt, count, req, ierr);
+    if (t == 0) {
+        if (test)
+            ((f_testany_fn)fn)(count, req, index, flag, status, ierr);
+        else
+            ((f_waitany_fn)fn)(count, req, index, status, ierr);
+    }
+    if (t <= 0)
+        return;
+    fint local[FSTATUS_WORDS] = {0};
+    fint *s = status_ignored(status) ? local : status;
+    fint e = 0;
+    fint done = 1;
+    if (test)
+        ((f_testany_fn)fn)(count, req, index, flag, s, &e);
+    else
+        ((f_waitany_fn)fn)(count, req, index, s, &e);
+    if (test)
+        done = *flag;
+    if (done && *index != MPI_UNDEFINED && *index - base >= 0 && *index - base < a.n) {
+        MPI_Status cs = c_status(s);
+        shim_batch_finish(&bt, *index - base, &cs, shim_copy_ok(e));
+    }
+    set_ierr(ierr, shim_batch_end(&bt, e));
+    f_array_close(&a);
+}
+
+/* Waitsome / Testsome: indices count from @p base. */
+static void f_waitsome(int base, f_waitsome_fn fn, fint *count, fint *req, fint *outcount,
+                       fint *indices, fint *statuses, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        fn(count, req, outcount, indices, statuses, ierr);
+        return;
+    }
+    shim_detached_progress(0);
+    struct f_array a;
+    struct shim_batch bt;
+    int t = f_take(&a, &bt, count, req, ierr);
+    if (t == 0)
+        fn(count, req, outcount, indices, statuses, ierr);
+    if (t <= 0)
+        return;
+    fint *fs = f_array_fstatus(&a, statuses, a.n);
+    MPI_Status *cs = fs != NULL ? shim_batch_statuses(&bt, MPI_STATUSES_IGNORE) : NULL;
+    if (cs == NULL) {
+        set_ierr(ierr, shim_batch_end(&bt, MPI_ERR_NO_MEM));
+        f_array_close(&a);
+        return;
+    }
+    fint e = 0;
+    fn(count, req, outcount, indices, fs, &e);
+    if (*outcount != MPI_UNDEFINED && *outcount > 0) {
+        int n = *outcount < a.n ? *outcount : a.n;
+        f_array_after(&a, req, cs, n);
+        for (int k = 0; k < n; k++) {
+            int i = indices[k] - base;
+            if (i < 0 || i >= a.n)
+                continue;
+            int ok = e == MPI_ERR_IN_STATUS ? shim_copy_ok(cs[k].MPI_ERROR) : shim_copy_ok(e);
+            shim_batch_finish(&bt, i, &cs[k], ok);
+        }
+    }
+    set_ierr(ierr, shim_batch_end(&bt, e));
+    f_array_close(&a);
+}
+
+/* Every staged send is copied before any request starts. */
+static void f_startall(f_startall_fn fn, fint *count, fint *req, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pending())) {
+        fn(count, req, ierr);
+        return;
+    }
+    struct f_array a;
+    struct shim_batch bt;
+    int t = f_take(&a, &bt, count, req, ierr);
+    if (t == 0)
+        fn(count, req, ierr);
+    if (t <= 0)
+        return;
+    fint e = MPI_SUCCESS;
+    for (int i = 0; i < a.n && e == MPI_SUCCESS; i++)
+        if (bt.recs[i] != NULL)
+            e = (fint)shim_rec_start(bt.recs[i]);
+    if (e == MPI_SUCCESS)
+        fn(count, req, &e);
+    if (e != MPI_SUCCESS)
+        for (int i = 0; i < a.n; i++)
+            if (bt.recs[i] != NULL)
+                bt.recs[i]->active = 0;
+    set_ierr(ierr, shim_batch_end(&bt, e));
+    f_array_close(&a);
+}
+
+/* ---- the entry points ---------------------------------------------------------------------- */
+
+/*
+ * F77_ENTRY(lower, UPPER, params, body): w_<lower> (mpif.h / use mpi,
+ * forwarding to p<lower>_) under its four manglings. F08_ENTRY(lower,
+ * params, body): <lower>_f08_ (use mpi_f08). In body, NEXT is the
+ * forwarding function, to be cast to its type. P2P_ENTRY: both where the
+ * MPI's Fortran sends and receives bypass the C wrappers; COMPLETION_ENTRY
+ * (Init, Finalize, Start, completion): both, or the f08 one alone.
+ */
+#define F77_ENTRY(lower, UPPER, PARAMS, BODY)                              \
+    static void *_Atomic next_##lower;                                     \
+    static void w_##lower PARAMS                                           \
+    {                                                                      \
+        void *NEXT = fort_next(&next_##lower, "p" #lower "_");             \
+        enum { INDEX_BASE = 1 };                                           \
+        BODY;                                                              \
+    }                                                                      \
+    F77_NAMES(w_##lower, lower, UPPER)
+
+/* F08_INDEX_BASE: what Waitany, Testany, Waitsome, Testsome of `use mpi_f08`
+ * count indices from: 1 in the standard and in Open MPI; 0 in MPICH 4.0.2
+ * (measured: MPI_Waitany of two requests completing the first returns 0,
+ * with host buffers and no shim). The program gets the MPI's value as
+ * without the shim; the shim reads it the same way. */
+#if defined(SHIM_FORTRAN_ALL)
+#define F08_NEXT_PREFIX "p" /* Open MPI: pmpi_send_f08_ */
+#define F08_INDEX_BASE 1
+#elif defined(SHIM_FORTRAN_F08_COMPLETION)
+#define F08_NEXT_PREFIX "" /* MPICH: its own mpi_wait_f08_ */
+#define F08_INDEX_BASE 0
+#else
+#error "build with SHIM_FORTRAN_ALL or SHIM_FORTRAN_F08_COMPLETION (mpi/CMakeLists.txt)"
+#endif
+
+#define F08_ENTRY(lower, PARAMS, BODY)                                               \
+    static void *_Atomic next_##lower##_f08;                                         \
+    SHIM_EXPORT void lower##_f08_ PARAMS;                                            \
+    SHIM_EXPORT void lower##_f08_ PARAMS                                             \
+    {                                                                                \
+        void *NEXT = fort_next(&next_##lower##_f08, F08_NEXT_PREFIX #lower "_f08_"); \
+        enum { INDEX_BASE = F08_INDEX_BASE };                                        \
+        BODY;                                                                        \
+    }
+
+#if defined(SHIM_FORTRAN_ALL)
+#define P2P_ENTRY(lower, UPPER, PARAMS, BODY) \
+    F77_ENTRY(lower, UPPER, PARAMS, BODY)     \
+    F08_ENTRY(lower, PARAMS, BODY)
+#define COMPLETION_ENTRY(lower, UPPER, PARAMS, BODY) P2P_ENTRY(lower, UPPER, PARAMS, BODY)
+#else
+#define P2P_ENTRY(lower, UPPER, PARAMS, BODY)
+#define COMPLETION_ENTRY(lower, UPPER, PARAMS, BODY) F08_ENTRY(lower, PARAMS, BODY)
+#endif
+
+#define SEND_PARAMS (void *buf, fint *count, fint *dt, fint *dest, fint *tag, fint *comm, fint *ierr)
+#define ISEND_PARAMS                                                                      \
+    (void *buf, fint *count, fint *dt, fint *peer, fint *tag, fint *comm, fint *req,      \
+     fint *ierr)
+
+COMPLETION_ENTRY(mpi_init, MPI_INIT, (fint *ierr), f_init((f_init_fn)NEXT, ierr))
+COMPLETION_ENTRY(mpi_init_thread, MPI_INIT_THREAD, (fint *required, fint *provided, fint *ierr),
+      f_init_thread((f_init_thread_fn)NEXT, required, provided, ierr))
+COMPLETION_ENTRY(mpi_finalize, MPI_FINALIZE, (fint *ierr), f_finalize((f_finalize_fn)NEXT, ierr))
+
+P2P_ENTRY(mpi_send, MPI_SEND, SEND_PARAMS,
+      f_send("MPI_Send", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
+P2P_ENTRY(mpi_ssend, MPI_SSEND, SEND_PARAMS,
+      f_send("MPI_Ssend", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
+P2P_ENTRY(mpi_rsend, MPI_RSEND, SEND_PARAMS,
+      f_send("MPI_Rsend", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
+P2P_ENTRY(mpi_bsend, MPI_BSEND, SEND_PARAMS,
+      f_send("MPI_Bsend", (f_send_fn)NEXT, buf, count, dt, dest, tag, comm, ierr))
+
+#define ISEND_ENTRY(lower, UPPER, NAME, PERSISTENT)                                        \
+    P2P_ENTRY(lower, UPPER, ISEND_PARAMS,                                                      \
+          f_isend(NAME, PERSISTENT, (f_isend_fn)NEXT, buf, count, dt, peer, tag, comm, req, \
+                  ierr))
+ISEND_ENTRY(mpi_isend, MPI_ISEND, "MPI_Isend", 0)
+ISEND_ENTRY(mpi_issend, MPI_ISSEND, "MPI_Issend", 0)
+ISEND_ENTRY(mpi_irsend, MPI_IRSEND, "MPI_Irsend", 0)
+ISEND_ENTRY(mpi_ibsend, MPI_IBSEND, "MPI_Ibsend", 0)
+ISEND_ENTRY(mpi_send_init, MPI_SEND_INIT, "MPI_Send_init", 1)
+ISEND_ENTRY(mpi_ssend_init, MPI_SSEND_INIT, "MPI_Ssend_init", 1)
+ISEND_ENTRY(mpi_rsend_init, MPI_RSEND_INIT, "MPI_Rsend_init", 1)
+ISEND_ENTRY(mpi_bsend_init, MPI_BSEND_INIT, "MPI_Bsend_init", 1)
+
+P2P_ENTRY(mpi_recv, MPI_RECV,
+      (void *buf, fint *count, fint *dt, fint *source, fint *tag, fint *comm, fint *status,
+       fint *ierr),
+      f_recv((f_recv_fn)NEXT, buf, count, dt, source, tag, comm, status, ierr))
+P2P_ENTRY(mpi_irecv, MPI_IRECV, ISEND_PARAMS,
+      f_irecv("MPI_Irecv", 0, (f_isend_fn)NEXT, buf, count, dt, peer, tag, comm, req, ierr))
+P2P_ENTRY(mpi_recv_init, MPI_RECV_INIT, ISEND_PARAMS,
+      f_irecv("MPI_Recv_init", 1, (f_isend_fn)NEXT, buf, count, dt, peer, tag, comm, req,
+              ierr))
+P2P_ENTRY(mpi_mrecv, MPI_MRECV,
+      (void *buf, fint *count, fint *dt, fint *message, fint *status, fint *ierr),
+      f_mrecv((f_mrecv_fn)NEXT, buf, count, dt, message, status, ierr))
+P2P_ENTRY(mpi_imrecv, MPI_IMRECV,
+      (void *buf, fint *count, fint *dt, fint *message, fint *req, fint *ierr),
+      f_imrecv((f_mrecv_fn)NEXT, buf, count, dt, message, req, ierr))
+P2P_ENTRY(mpi_sendrecv, MPI_SENDRECV,
+      (void *sbuf, fint *scount, fint *stype, fint *dest, fint *stag, void *rbuf,
+       fint *rcount, fint *rtype, fint *source, fint *rtag, fint *comm, fint *status,
+       fint *ierr),
+      f_sendrecv((f_sendrecv_fn)NEXT, sbuf, scount, stype, dest, stag, rbuf, rcount, rtype,
+                 source, rtag, comm, status, ierr))
+P2P_ENTRY(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE,
+      (void *buf, fint *count, fint *dt, fint *dest, fint *stag, fint *source, fint *rtag,
+       fint *comm, fint *status, fint *ierr),
+      f_sendrecv_replace((f_sendrecv_replace_fn)NEXT, buf, count, dt, dest, stag, source,
+                         rtag, comm, status, ierr))
+
+COMPLETION_ENTRY(mpi_wait, MPI_WAIT, (fint *req, fint *status, fint *ierr),
+      f_wait((f_wait_fn)NEXT, req, status, ierr))
+COMPLETION_ENTRY(mpi_test, MPI_TEST, (fint *req, fint *flag, fint *status, fint *ierr),
+      f_test(0, (f_test_fn)NEXT, req, flag, status, ierr))
+COMPLETION_ENTRY(mpi_request_get_status, MPI_REQUEST_GET_STATUS,
+      (fint *req, fint *flag, fint *status, fint *ierr),
+      f_test(1, (f_test_fn)NEXT, req, flag, status, ierr))
+COMPLETION_ENTRY(mpi_request_free, MPI_REQUEST_FREE, (fint *req, fint *ierr),
+      f_request_free((f_req_fn)NEXT, req, ierr))
+COMPLETION_ENTRY(mpi_start, MPI_START, (fint *req, fint *ierr), f_start((f_req_fn)NEXT, req, ierr))
+COMPLETION_ENTRY(mpi_startall, MPI_STARTALL, (fint *count, fint *req, fint *ierr),
+      f_startall((f_startall_fn)NEXT, count, req, ierr))
+COMPLETION_ENTRY(mpi_waitall, MPI_WAITALL, (fint *count, fint *req, fint *statuses, fint *ierr),
+      f_waitall(0, NEXT, count, req, NULL, statuses, ierr))
+COMPLETION_ENTRY(mpi_testall, MPI_TESTALL, (fint *count, fint *req, fint *flag, fint *statuses, fint *ierr),
+      f_waitall(1, NEXT, count, req, flag, statuses, ierr))
+COMPLETION_ENTRY(mpi_waitany, MPI_WAITANY, (fint *count, fint *req, fint *index, fint *status, fint *ierr),
+      f_waitany(0, INDEX_BASE, NEXT, count, req, index, NULL, status, ierr))
+COMPLETION_ENTRY(mpi_testany, MPI_TESTANY,
+      (fint *count, fint *req, fint *index, fint *flag, fint *status, fint *ierr),
+      f_waitany(1, INDEX_BASE, NEXT, count, req, index, flag, status, ierr))
+COMPLETION_ENTRY(mpi_waitsome, MPI_WAITSOME,
+      (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
+      f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
+                 ierr))
+COMPLETION_ENTRY(mpi_testsome, MPI_TESTSOME,
+      (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
+      f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
+                 ierr))
