@@ -9,6 +9,7 @@
 #
 # The same programs as mpi/tests/CMakeLists.txt runs on the fake driver:
 # p2p_device under LD_PRELOAD with 2 and 3 ranks (3 ranks share the GPUs),
+# the Fortran program f_p2p in each binding built (mpif.h, use mpi, mpi_f08),
 # the negative controls (without the shim, and CUCOPY_MPI=off: device
 # buffers reach MPI, which must fault), the host-only program with and
 # without the shim (never maps libcucopy or libcuda), and the host
@@ -54,6 +55,10 @@ check mpi_shim_host_only pass 2 yes mpi_shim_host_only --expect-shim
 check mpi_shim_host_only_plain pass 2 no mpi_shim_host_only --expect-no-shim
 check mpi_shim_negative_control fault 2 no mpi_shim_p2p_device blocking
 CUCOPY_MPI=off check mpi_shim_off fault 2 yes mpi_shim_p2p_device blocking
+for b in mpifh usempi f08; do
+    [[ -x $build/bin/mpi_shim_f_$b ]] && check mpi_shim_fortran_$b pass 2 yes mpi_shim_f_$b
+done
+[[ -x $build/bin/mpi_shim_f_usempi ]] && check mpi_shim_fortran_negative_control fault 2 no mpi_shim_f_usempi
 export CUCOPY_MPI_STATS=0
 check mpi_shim_bench_without pass 2 no mpi_shim_host_only --bench
 check mpi_shim_bench_with_shim pass 2 yes mpi_shim_host_only --bench
