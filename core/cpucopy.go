@@ -24,17 +24,20 @@ func cpuCopy(api string, dst, src, n uint64) error {
 	if overlap(dst, src, n) || !kernelCopy.Load() {
 		return goCopy(api, dst, src, n)
 	}
-	local := [1]unix.Iovec{{Base: (*byte)(hostPointer(dst)), Len: n}}
-	remote := [1]unix.RemoteIovec{{Base: uintptr(src), Len: int(n)}}
-	done, err := unix.ProcessVMReadv(pid, local[:], remote[:], 0)
-	switch {
-	case err == unix.ENOSYS || err == unix.EPERM:
-		kernelCopy.Store(false) // not available here: from now on the Go copy
-		return goCopy(api, dst, src, n)
-	case err != nil:
-		return errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes]: %v: not mapped host memory (freed, or not a valid address); nothing reported copied", src, dst, n, err)
-	case uint64(done) < n:
-		return errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes] stopped after %d bytes: not mapped host memory (freed, or not a valid address)", src, dst, n, done)
+	// The kernel copies at most about 2 GiB per call (MAX_RW_COUNT): a
+	// short count is a fault only when a call makes no progress.
+	for off := uint64(0); off < n; {
+		local := [1]unix.Iovec{{Base: (*byte)(hostPointer(dst + off)), Len: n - off}}
+		remote := [1]unix.RemoteIovec{{Base: uintptr(src + off), Len: int(n - off)}}
+		done, err := unix.ProcessVMReadv(pid, local[:], remote[:], 0)
+		switch {
+		case off == 0 && (err == unix.ENOSYS || err == unix.EPERM):
+			kernelCopy.Store(false) // not available here: from now on the Go copy
+			return goCopy(api, dst, src, n)
+		case err != nil || done <= 0:
+			return errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes] stopped after %d bytes (%v): not mapped host memory (freed, or not a valid address); the copy did not happen", src, dst, n, off, err)
+		}
+		off += uint64(done)
 	}
 	return nil
 }

@@ -137,10 +137,11 @@ func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) 
 }
 
 // reclaimIdleSlot makes room in a full table: it releases a slot with
-// nothing in flight whose context is a primary context the iface retains
-// and that is still alive (provably: the driver says so without touching
-// a dead handle), so that its resources are created again if that context
-// is used later. Contexts the program created cannot be proved alive (a
+// nothing in flight whose context is a primary context the iface retains,
+// so that its resources are created again if that context is used later;
+// one reset since is dropped without a call on it (the driver tells that
+// without touching a dead handle). Contexts the program created cannot be
+// proved alive (a
 // destroyed handle must not be touched): their slots stay until the
 // program releases them. The search goes round from where the last one
 // stopped, so the slots are reclaimed in turn rather than the newest one
@@ -150,11 +151,15 @@ func (i *Iface) reclaimIdleSlot() int {
 	for k := range n {
 		s := (i.reclaimFrom + k) % n
 		r := &i.res[s]
-		if r.dead || !r.ownsPrimary || i.busy(s) || i.drv.Gone(i.incarnation(s)) {
+		// A context reset since is dropped by releaseSlot without a call
+		// on it (progress drops only the slots it polls, so an idle one
+		// would otherwise stay forever); a busy one progress will drop.
+		if r.dead || !r.ownsPrimary || i.busy(s) {
 			continue
 		}
+		dev, id := r.device, r.id
 		if errs := i.releaseSlot(s); len(errs) == 0 {
-			logf(LogDebug, "slot table full: released idle slot %d (device %d, context id %d)", s, r.device, r.id)
+			logf(LogDebug, "slot table full: released idle slot %d (device %d, context id %d)", s, dev, id)
 			i.reclaimFrom = s + 1
 			return s
 		}
@@ -216,7 +221,7 @@ func (i *Iface) slotSummary() string {
 			p += ")"
 		}
 		if h.primary > 0 {
-			p += fmt.Sprintf(", %d of its primary context busy", h.primary)
+			p += fmt.Sprintf(", %d of its primary context with copies in flight", h.primary)
 		}
 		parts = append(parts, p)
 	}

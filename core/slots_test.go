@@ -279,3 +279,25 @@ func TestFullTableReclaimsIdlePrimarySlots(t *testing.T) {
 	assert.Equal(t, 1, r.drv.PrimaryRetains(1), "device 1's slot was reclaimed: the program's retain only")
 	assert.Equal(t, 2, r.drv.PrimaryRetains(core.MaxSlots+1), "the last device's slot is live: the program's and the iface's")
 }
+
+// A full table of idle slots whose primary contexts were reset since:
+// the next new context takes one of them (dropped without a call on the
+// dead context), rather than NO_RESOURCE forever (progress polls only
+// slots with pieces in flight, so it would never drop them).
+func TestFullTableReclaimsResetSlots(t *testing.T) {
+	r := newRig(t, core.MaxSlots+1)
+	host := r.drv.Pageable(64)
+	devs := make([]uint64, core.MaxSlots+1)
+	for d := range devs {
+		devs[d] = r.drv.AllocDevice(d, 64)
+	}
+	for d := 0; d < core.MaxSlots; d++ {
+		require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[d]), "device %d", d)
+	}
+	for d := 0; d < core.MaxSlots; d++ {
+		r.drv.ResetPrimary(d)
+	}
+	r.progress()
+	require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots]))
+	assert.Equal(t, uint64(1), r.ifc.Stats().ContextsReset)
+}
