@@ -177,18 +177,23 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 }
 
 // neverFits says that an operation refused an event for req's slot can
-// never be issued: its own queued pieces already hold max_events events
-// there (each queued piece has an event of its own; joined ones share), so
-// a retry would need more than the cap however much progress frees.
-// Back-pressure (CUCOPY_ERR_NO_RESOURCE, retry) would then loop forever.
+// never be issued: it needs more than max_events events there by itself,
+// one per run of consecutive pieces on one of the slot's streams (a run
+// shares one event), counting the piece refused. Back-pressure
+// (CUCOPY_ERR_NO_RESOURCE, retry) would then loop forever. Runs, not the
+// events the pieces took: a piece that could not join its run's event
+// (progress had already queried it) needs no event on a retry.
 func (i *Iface) neverFits(queued []pieceRef, req *cudadrv.CopyOp) bool {
-	own := 0
-	for _, p := range queued {
-		if p.slot == req.Slot && p.id == req.CtxID {
-			own++
+	runs := 0
+	for k, p := range queued {
+		if p.slot == req.Slot && p.id == req.CtxID && (k == 0 || queued[k-1].slot != p.slot || queued[k-1].kind != p.kind) {
+			runs++
 		}
 	}
-	return own >= int(i.params.MaxEvents)
+	if n := len(queued); n == 0 || queued[n-1].slot != req.Slot || queued[n-1].kind != req.Kind {
+		runs++ // the refused piece starts a run of its own
+	}
+	return runs > int(i.params.MaxEvents)
 }
 
 // request is the CopyOp a copy is issued with: the iface's own on a

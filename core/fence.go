@@ -135,20 +135,28 @@ func (i *Iface) waitTarget(t queueTarget, wait func(cudadrv.Event) error) error 
 }
 
 // waitFenceCPU waits until the pending targets' copies finished, for a host
-// copy issued after a fence. Under no lock; takes mu.
+// copy issued after a fence: it synchronizes each target's stream (which
+// may also wait for later work on it), under mu, and then drops the
+// targets, whose work is done: later host copies and marked streams need
+// not wait for them again. A target in a context with a sticky error is
+// done too (its copies failed; progress reports them). Takes mu.
 func (i *Iface) waitFenceCPU(api string) error {
 	i.mu.lock()
 	defer i.mu.unlock()
 	i.pruneFence()
-	for _, t := range i.fenceTargets {
+	for k, t := range i.fenceTargets {
 		r := &i.res[t.slot]
 		stream := i.slots[t.slot].Stream[t.kind]
 		if r.dead || stream == 0 || (r.ownsPrimary || i.slots[t.slot].Canary != 0) && i.drv.Gone(i.incarnation(t.slot)) {
 			continue
 		}
-		if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil && !deinitialized(err) {
+		if err := i.drv.StreamSynchronize(r.ctx, stream); err != nil && !deinitialized(err) && !sticky(err) {
+			i.fenceTargets = append(i.fenceTargets[:0], i.fenceTargets[k:]...) // the waited ones are done
+			i.nfence.Store(int32(len(i.fenceTargets)))
 			return driverError(api, fmt.Sprintf("waiting for the copies before a fence on device %d", r.device), err)
 		}
 	}
+	i.fenceTargets = i.fenceTargets[:0]
+	i.nfence.Store(0)
 	return nil
 }

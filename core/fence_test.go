@@ -86,6 +86,9 @@ func TestFenceBeforeACPUCopy(t *testing.T) {
 	require.NoError(t, r.ep.Fence())
 	require.NoError(t, r.ep.Short(true, uintptr(mid), n, dst)) // mid -> dst on the CPU
 	eqBytes(t, want, r.drv.Bytes(dst, n))
+	syncs := r.drv.Calls("StreamSynchronize")
+	require.NoError(t, r.ep.Short(true, uintptr(mid), n, dst))
+	assert.Equal(t, syncs, r.drv.Calls("StreamSynchronize"), "the fence's work was waited for once")
 	_, comps := r.progress()
 	assert.Equal(t, []done{{1, core.OK}}, comps)
 }
