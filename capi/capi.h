@@ -16,13 +16,13 @@
 void cucopy_set_last_error(const char *msg, size_t len);
 
 /* Account one finished operation on a cucopy_completion_t and run its
- * callback when the count reaches zero, recording iface_serial as the iface
- * whose callback the thread runs meanwhile (cucopy_running_iface). */
+ * callback when the count reaches zero, recording iface_serial as an iface
+ * whose callback the thread runs meanwhile (cucopy_in_callback_of). */
 void cucopy_complete(uintptr_t comp, int status, uint64_t iface_serial);
 
-/* The serial of the iface whose completion callback this thread is running,
- * 0 outside callbacks. */
-uint64_t cucopy_running_iface(void);
+/* 1 when this thread is inside a completion callback of the iface with
+ * this serial (at any depth of nested callbacks), else 0. */
+int cucopy_in_callback_of(uint64_t iface_serial);
 
 /* Re-install the fault dispatcher where the host replaced Go's handlers;
  * returns how many signals it took back. */

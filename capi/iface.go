@@ -150,9 +150,10 @@ func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 }
 
 // inCallbackOf says the calling thread is running one of iface's
-// completion callbacks.
+// completion callbacks, directly or with other ifaces' callbacks nested in
+// it.
 func inCallbackOf(iface *core.Iface) bool {
-	return uint64(C.cucopy_running_iface()) == iface.Serial()
+	return C.cucopy_in_callback_of(C.uint64_t(iface.Serial())) != 0
 }
 
 //export cucopyGoIfaceFlush

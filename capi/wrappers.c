@@ -70,10 +70,16 @@ static cucopy_status_t refuse_forked(const char *op)
         return out_status;                                                             \
     } while (0)
 
-/* The iface (core.Iface.Serial) whose completion callback this thread is
- * running, 0 if none: a flush called from inside one cannot wait for
- * callbacks (its own, or those queued behind it on this thread). */
-static __thread uint64_t running_iface;
+/* The ifaces (core.Iface.Serial) whose completion callbacks this thread is
+ * running, innermost last: a callback may progress another iface, whose
+ * callback runs inside it. A flush from inside any of them cannot wait for
+ * that iface's callbacks (the running one, or those queued behind it on
+ * this thread). Deeper nesting than the array is counted, not recorded:
+ * a flush there is treated as inside every iface (it never waits for
+ * callbacks, rather than forever). */
+#define RUNNING_MAX 8
+static __thread uint64_t running_ifaces[RUNNING_MAX];
+static __thread int running_depth;
 
 void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_serial)
 {
@@ -81,16 +87,22 @@ void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_serial)
     if (status < 0 && comp->status == CUCOPY_OK)
         comp->status = (cucopy_status_t)status;
     if (--comp->count == 0 && comp->func != NULL) {
-        uint64_t outer = running_iface; /* a callback may progress another iface */
-        running_iface = iface_serial;
+        if (running_depth < RUNNING_MAX)
+            running_ifaces[running_depth] = iface_serial;
+        running_depth++;
         comp->func(comp);
-        running_iface = outer;
+        running_depth--;
     }
 }
 
-uint64_t cucopy_running_iface(void)
+int cucopy_in_callback_of(uint64_t iface_serial)
 {
-    return running_iface;
+    if (running_depth > RUNNING_MAX)
+        return 1;
+    for (int k = 0; k < running_depth; k++)
+        if (running_ifaces[k] == iface_serial)
+            return 1;
+    return 0;
 }
 
 unsigned cucopy_get_version(void)

@@ -508,9 +508,11 @@ CUCOPY_API cucopy_status_t cucopy_iface_flush(cucopy_iface_h iface, unsigned fla
  * the iface's queues. Otherwise it records the last piece of every busy
  * queue and marks every stream; the first copy on each marked stream after
  * the fence makes that stream wait for those pieces on the GPU
- * (cuStreamWaitEvent, one per busy queue, across contexts), once. A host to
+ * (cuStreamWaitEvent, one per busy queue, across contexts, and a check that
+ * a primary context involved was not reset meanwhile), once. A host to
  * host copy (run on the CPU) issued while pieces before a fence are still
- * in flight waits for them on the CPU: the one case a fence blocks.
+ * in flight waits for their streams on the CPU, once: the one case a fence
+ * blocks.
  * Thread-safe on a ::CUCOPY_THREAD_MODE_MULTI iface; operations issued by
  * other threads concurrently with the fence may fall on either side of it.
  * @param flags must be 0.
@@ -592,7 +594,11 @@ enum {
  * short copy) is counted once, under the direction of its first piece; a
  * piece is one contiguous copy (an iov entry, or a short copy). Per device,
  * the device is that of the CUDA context the copy ran on (a peer copy: the
- * source's); CUCOPY_DIR_HOST has no device.
+ * source's); CUCOPY_DIR_HOST has no device. Two approximations: pieces an
+ * operation issued before it was refused with ::CUCOPY_ERR_NO_RESOURCE are
+ * counted (they were copied), and so is the operation again when retried;
+ * a short copy that overlaps a release of its context may be counted on
+ * the context that next takes its place.
  */
 typedef struct cucopy_iface_stats {
     uint64_t field_mask;

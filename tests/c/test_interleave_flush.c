@@ -13,7 +13,9 @@
  *  - a completion callback that issues the next zcopy;
  *  - a completion callback that flushes with NULL until OK (and progresses
  *    meanwhile): it returns OK once the copies are done, although the
- *    callback itself, and any queued behind it, has not returned;
+ *    callback itself, and any queued behind it, has not returned; also
+ *    from a callback of a second iface that the first iface's callback
+ *    progressed (nested callbacks);
  *  - flush with nothing outstanding returns OK and leaves its completion alone.
  * All copied data is verified.
  */
@@ -431,6 +433,60 @@ static void flush_from_callback(void)
     tc_case_end();
 }
 
+/* Nested: iface A's callback progresses iface B; B's callback flushes A with
+ * NULL until OK. A's callback is still running below it on this thread, so
+ * that flush too must cover the copies only. */
+static struct {
+    struct tc_comp a;
+    struct tc_comp b;
+    cucopy_iface_h ib;
+    cucopy_status_t st;
+} nest;
+
+static void nested_b_fired(cucopy_completion_t *self)
+{
+    (void)self;
+    nest.b.fired++;
+    double deadline = tc_now() + 10.0;
+    while ((nest.st = cucopy_iface_flush(iface, 0, NULL)) == CUCOPY_INPROGRESS &&
+           tc_now() < deadline)
+        cucopy_iface_progress(iface);
+}
+
+static void nested_a_fired(cucopy_completion_t *self)
+{
+    (void)self;
+    nest.a.fired++;
+    double deadline = tc_now() + 10.0;
+    while (nest.b.fired == 0 && tc_now() < deadline)
+        cucopy_iface_progress(nest.ib);
+}
+
+static void flush_from_nested_callback(cucopy_context_h ctx)
+{
+    cucopy_ep_h eb = NULL;
+    tc_case_begin("flush(NULL) until OK from a nested callback of another iface");
+    REQUIRE_OK(cucopy_iface_open(ctx, NULL, &nest.ib));
+    REQUIRE_OK(cucopy_ep_create(nest.ib, &eb));
+    tc_comp_init(&nest.a, 1);
+    tc_comp_init(&nest.b, 1);
+    nest.a.comp.func = nested_a_fired;
+    nest.b.comp.func = nested_b_fired;
+    cucopy_iov_t iov1 = {host_src.host, SLOT};
+    cucopy_iov_t iov2 = {(char *)host_src.host + SLOT, SLOT};
+    CHECK_STATUS(cucopy_ep_put_zcopy(eps[0], &iov1, 1, tc_buf_addr(&dev_dst[0], 0), &nest.a.comp),
+                 CUCOPY_INPROGRESS);
+    CHECK_STATUS(cucopy_ep_put_zcopy(eb, &iov2, 1, tc_buf_addr(&dev_dst[0], SLOT), &nest.b.comp),
+                 CUCOPY_INPROGRESS);
+    progress_until(&nest.a, NULL);
+    CHECKF(nest.a.fired == 1 && nest.b.fired == 1, "completions fired %d and %d times",
+           nest.a.fired, nest.b.fired);
+    CHECK_STATUS(nest.st, CUCOPY_OK);
+    CHECK_STATUS(cucopy_ep_destroy(eb), CUCOPY_OK);
+    CHECK_STATUS(cucopy_iface_close(nest.ib), CUCOPY_OK);
+    tc_case_end();
+}
+
 static void flush_idle(void)
 {
     struct tc_comp f;
@@ -484,6 +540,7 @@ int main(void)
     ep_destroyed_with_ops_outstanding();
     zcopy_from_callback();
     flush_from_callback();
+    flush_from_nested_callback(ctx);
     flush_idle();
 
     CHECK_STATUS(cucopy_ep_destroy(eps[0]), CUCOPY_OK);
