@@ -1,8 +1,9 @@
 ! SPDX-License-Identifier: BSD-3-Clause
 !
 ! Point-to-point with device buffers from Fortran, run under
-! LD_PRELOAD=libcucopy_mpi.so (mpirun -n 2 and -n 3, two devices per rank:
-! each rank sends to the next and receives from the previous one). Built three
+! LD_PRELOAD=libcucopy_mpi.so (mpirun -n 2 and -n 3, two devices per rank,
+! or one device twice on a one-GPU machine: each rank sends to the next and
+! receives from the previous one). Built three
 ! times from this file: -DCUCOPY_MPIFH (include 'mpif.h'), neither (use mpi)
 ! and -DCUCOPY_F08 (use mpi_f08): Open MPI's three Fortran bindings, which
 ! all call PMPI_* directly, past the shim's C wrappers.
@@ -63,6 +64,7 @@ program f_p2p
   MESSAGE :: msg
   DATATYPE :: vec, absolute
   integer :: cls, ierr2
+  integer :: ndev, g1
   integer(MPI_ADDRESS_KIND) :: addr(1)
   STATUS_DECL
 
@@ -82,14 +84,17 @@ program f_p2p
   call MPI_Comm_size(MPI_COMM_WORLD, np, ierr)
   to = mod(rank + 1, np)
   from = mod(rank + np - 1, np)
-  if (ftd_init() < 2) then
-    write(*, '(a,i0,a)') "f_p2p: rank ", rank, ": FAILED: needs two devices"
+  ! The "second device" g1: device 1, or device 0 again on a one-GPU machine.
+  ndev = ftd_init()
+  if (ndev < 1) then
+    write(*, '(a,i0,a)') "f_p2p: rank ", rank, ": FAILED: no device"
     call MPI_Abort(MPI_COMM_WORLD, 1, ierr)
   end if
+  g1 = min(1, ndev - 1)
   a0 = ftd_dev_alloc(0, int(N * 4, c_size_t))
-  a1 = ftd_dev_alloc(1, int(N * 4, c_size_t))
+  a1 = ftd_dev_alloc(g1, int(N * 4, c_size_t))
   ab = ftd_dev_alloc(0, int(BIG * 4, c_size_t))
-  ab1 = ftd_dev_alloc(1, int(BIG * 4, c_size_t))
+  ab1 = ftd_dev_alloc(g1, int(BIG * 4, c_size_t))
   call c_f_pointer(transfer(a0, c_null_ptr), d0, [N])
   call c_f_pointer(transfer(a1, c_null_ptr), d1, [N])
   call c_f_pointer(transfer(ab, c_null_ptr), db, [BIG])
@@ -101,7 +106,7 @@ program f_p2p
 
   ! 1. Send / Recv, device 0 -> device 1, with a status.
   call fill(0, a0, rank + 10, N)
-  call fill(1, a1, 0, N)
+  call fill(g1, a1, 0, N)
   if (mod(rank, 2) == 0) then
     call MPI_Send(d0, N, MPI_INTEGER, to, 10, MPI_COMM_WORLD, ierr)
     call MPI_Recv(d1, N, MPI_INTEGER, from, 10, MPI_COMM_WORLD, st, ierr)
@@ -111,11 +116,11 @@ program f_p2p
   end if
   call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
   call check(SOURCE_OF(st) == from .and. TAG_OF(st) == 10 .and. cnt == N, "Recv: status")
-  call check(dev_is(1, a1, from + 10, N), "Send dev0 -> Recv dev1: data")
+  call check(dev_is(g1, a1, from + 10, N), "Send dev0 -> Recv dev1: data")
   call check(dev_is(0, a0, rank + 10, N), "Send: the send buffer changed")
 
   ! 2. Ssend from device 1, Recv into device 0 with MPI_STATUS_IGNORE.
-  call fill(1, a1, rank + 20, N)
+  call fill(g1, a1, rank + 20, N)
   if (mod(rank, 2) == 0) then
     call MPI_Ssend(d1, N, MPI_INTEGER, to, 20, MPI_COMM_WORLD, ierr)
     call MPI_Recv(d0, N, MPI_INTEGER, from, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
@@ -133,35 +138,35 @@ program f_p2p
   call MPI_Wait(rr, st, ierr)
   call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
   call check(cnt == N .and. rr == MPI_REQUEST_NULL, "Irecv + Wait: status, request")
-  call check(dev_is(1, a1, from + 30, N), "Isend dev0 -> Irecv dev1 + Wait: data")
+  call check(dev_is(g1, a1, from + 30, N), "Isend dev0 -> Irecv dev1 + Wait: data")
 
   ! 4. Waitall over both devices, statuses ignored, then kept.
   call fill(0, a0, rank + 40, N / 2)
-  call fill(1, a1, rank + 41, N / 2)
+  call fill(g1, a1, rank + 41, N / 2)
   call MPI_Irecv(d0half, N / 2, MPI_INTEGER, from, 41, MPI_COMM_WORLD, r(1), ierr)
   call MPI_Irecv(d1half, N / 2, MPI_INTEGER, from, 40, MPI_COMM_WORLD, r(2), ierr)
   call MPI_Isend(d0, N / 2, MPI_INTEGER, to, 40, MPI_COMM_WORLD, r(3), ierr)
   call MPI_Isend(d1, N / 2, MPI_INTEGER, to, 41, MPI_COMM_WORLD, r(4), ierr)
   call MPI_Waitall(4, r, MPI_STATUSES_IGNORE, ierr)
   call check(dev_is(0, a0 + N / 2 * 4, from + 41, N / 2), "Waitall: dev1 -> dev0 data")
-  call check(dev_is(1, a1 + N / 2 * 4, from + 40, N / 2), "Waitall: dev0 -> dev1 data")
+  call check(dev_is(g1, a1 + N / 2 * 4, from + 40, N / 2), "Waitall: dev0 -> dev1 data")
   call fill(0, a0, rank + 42, N)
   call MPI_Irecv(d1, N, MPI_INTEGER, from, 42, MPI_COMM_WORLD, r(1), ierr)
   call MPI_Isend(d0, N, MPI_INTEGER, to, 42, MPI_COMM_WORLD, r(2), ierr)
   call MPI_Waitall(2, r, sts, ierr)
   call MPI_Get_count(STS(1), MPI_INTEGER, cnt, ierr)
   call check(cnt == N .and. STS_SOURCE(1) == from, "Waitall: statuses")
-  call check(dev_is(1, a1, from + 42, N), "Waitall with statuses: data")
+  call check(dev_is(g1, a1, from + 42, N), "Waitall with statuses: data")
 
   ! 5. Sendrecv: a buffer of each device in one call; then Sendrecv_replace.
   call fill(0, a0, rank + 50, N)
   call MPI_Sendrecv(d0, N, MPI_INTEGER, to, 50, d1, N, MPI_INTEGER, from, 50, &
                     MPI_COMM_WORLD, st, ierr)
-  call check(dev_is(1, a1, from + 50, N), "Sendrecv dev0 -> dev1: data")
-  call fill(1, a1, rank + 51, N)
+  call check(dev_is(g1, a1, from + 50, N), "Sendrecv dev0 -> dev1: data")
+  call fill(g1, a1, rank + 51, N)
   call MPI_Sendrecv_replace(d1, N, MPI_INTEGER, to, 51, from, 51, MPI_COMM_WORLD, &
                             MPI_STATUS_IGNORE, ierr)
-  call check(dev_is(1, a1, from + 51, N), "Sendrecv_replace dev1: data")
+  call check(dev_is(g1, a1, from + 51, N), "Sendrecv_replace dev1: data")
 
   ! 6. Mixed host and device: device -> host, host -> device.
   call fill(0, a0, rank + 60, N)
@@ -172,10 +177,10 @@ program f_p2p
   call pattern(e, rank + 61, N)
   call MPI_Sendrecv(e, N, MPI_INTEGER, to, 61, d1, N, MPI_INTEGER, from, 61, &
                     MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
-  call check(dev_is(1, a1, from + 61, N), "Sendrecv host -> dev1: data")
+  call check(dev_is(g1, a1, from + 61, N), "Sendrecv host -> dev1: data")
 
   ! 7. Test until done; Waitany; Waitsome; Testall.
-  call fill(1, a1, rank + 70, N)
+  call fill(g1, a1, rank + 70, N)
   call MPI_Irecv(d0, N, MPI_INTEGER, from, 70, MPI_COMM_WORLD, rr, ierr)
   call MPI_Isend(d1, N, MPI_INTEGER, to, 70, MPI_COMM_WORLD, rs, ierr)
   flag = .false.
@@ -193,8 +198,8 @@ program f_p2p
     outcount = outcount + 1
   end do
   call MPI_Wait(r(2), MPI_STATUS_IGNORE, ierr)
-  call check(dev_is(1, a1, from + 71, N), "Waitany: data")
-  call fill(1, a1, rank + 72, N)
+  call check(dev_is(g1, a1, from + 71, N), "Waitany: data")
+  call fill(g1, a1, rank + 72, N)
   call MPI_Irecv(d0, N, MPI_INTEGER, from, 72, MPI_COMM_WORLD, r(1), ierr)
   call MPI_Isend(d1, N, MPI_INTEGER, to, 72, MPI_COMM_WORLD, r(2), ierr)
   do while (r(1) /= MPI_REQUEST_NULL .or. r(2) /= MPI_REQUEST_NULL)
@@ -208,7 +213,7 @@ program f_p2p
   do while (.not. flag)
     call MPI_Testall(2, r, flag, MPI_STATUSES_IGNORE, ierr)
   end do
-  call check(dev_is(1, a1, from + 73, N), "Testall: data")
+  call check(dev_is(g1, a1, from + 73, N), "Testall: data")
 
   ! 7b. Testany, Testsome and Request_get_status until done; Issend, Ibsend,
   ! Bsend; Rsend and Irsend against posted receives.
@@ -218,8 +223,8 @@ program f_p2p
   do while (r(1) /= MPI_REQUEST_NULL .or. r(2) /= MPI_REQUEST_NULL)
     call MPI_Testany(2, r, idx, flag, MPI_STATUS_IGNORE, ierr)
   end do
-  call check(dev_is(1, a1, from + 74, N), "Issend + Testany: data")
-  call fill(1, a1, rank + 75, N)
+  call check(dev_is(g1, a1, from + 74, N), "Issend + Testany: data")
+  call fill(g1, a1, rank + 75, N)
   call MPI_Irecv(d0, N, MPI_INTEGER, from, 75, MPI_COMM_WORLD, r(1), ierr)
   call MPI_Ibsend(d1, N, MPI_INTEGER, to, 75, MPI_COMM_WORLD, r(2), ierr)
   do while (r(1) /= MPI_REQUEST_NULL .or. r(2) /= MPI_REQUEST_NULL)
@@ -233,11 +238,11 @@ program f_p2p
   do while (.not. flag)
     call MPI_Request_get_status(rr, flag, st, ierr)
   end do
-  call check(dev_is(1, a1, from + 76, N), "Bsend + Request_get_status: data before the Wait")
+  call check(dev_is(g1, a1, from + 76, N), "Bsend + Request_get_status: data before the Wait")
   call MPI_Wait(rr, st, ierr)
   call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
-  call check(cnt == N .and. dev_is(1, a1, from + 76, N), "Request_get_status, then Wait")
-  call fill(1, a1, rank + 77, N)
+  call check(cnt == N .and. dev_is(g1, a1, from + 76, N), "Request_get_status, then Wait")
+  call fill(g1, a1, rank + 77, N)
   call MPI_Irecv(d0, N / 2, MPI_INTEGER, from, 77, MPI_COMM_WORLD, r(1), ierr)
   call MPI_Irecv(d0half, N / 2, MPI_INTEGER, from, 78, MPI_COMM_WORLD, r(2), ierr)
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
@@ -252,7 +257,7 @@ program f_p2p
   call MPI_Isend(d0, N, MPI_INTEGER, to, 79, MPI_COMM_WORLD, r(2))
   call MPI_Wait(r(2), MPI_STATUS_IGNORE)
   call MPI_Waitall(1, r, MPI_STATUSES_IGNORE)
-  call check(dev_is(1, a1, from + 79, N), "f08 without ierror: data")
+  call check(dev_is(g1, a1, from + 79, N), "f08 without ierror: data")
 #endif
 
   ! 8. Persistent requests, restarted: Startall + Waitall, Start + Wait,
@@ -272,14 +277,14 @@ program f_p2p
       call MPI_Wait(rs, MPI_STATUS_IGNORE, ierr)
       call MPI_Wait(rr, st, ierr)
     end if
-    call check(dev_is(1, a1, from + 80 + round, N), "persistent round: data")
+    call check(dev_is(g1, a1, from + 80 + round, N), "persistent round: data")
   end do
   call MPI_Request_free(rs, ierr)
   call MPI_Request_free(rr, ierr)
   call MPI_Send_init(d1, N, MPI_INTEGER, to, 81, MPI_COMM_WORLD, rs, ierr)
   call MPI_Recv_init(d0, N, MPI_INTEGER, from, 81, MPI_COMM_WORLD, rr, ierr)
   do round = 1, 3
-    call fill(1, a1, rank + 180 + round, N)
+    call fill(g1, a1, rank + 180 + round, N)
     call MPI_Start(rr, ierr)
     call MPI_Start(rs, ierr)
     flag = .false.
@@ -293,7 +298,7 @@ program f_p2p
   call MPI_Request_free(rr, ierr)
 
   ! 9. Matched receives: Mprobe + Mrecv, Mprobe + Imrecv + Wait.
-  call fill(1, a1, rank + 90, N)
+  call fill(g1, a1, rank + 90, N)
   call MPI_Isend(d1, N, MPI_INTEGER, to, 90, MPI_COMM_WORLD, rs, ierr)
   call MPI_Mprobe(from, 90, MPI_COMM_WORLD, msg, st, ierr)
   call MPI_Mrecv(d0, N, MPI_INTEGER, msg, st, ierr)
@@ -305,25 +310,25 @@ program f_p2p
   call MPI_Imrecv(d1, N, MPI_INTEGER, msg, rr, ierr)
   call MPI_Wait(rr, MPI_STATUS_IGNORE, ierr)
   call MPI_Wait(rs, MPI_STATUS_IGNORE, ierr)
-  call check(dev_is(1, a1, from + 91, N), "Imrecv dev1: data")
+  call check(dev_is(g1, a1, from + 91, N), "Imrecv dev1: data")
 
   ! 10. A short message: the status says how much, the rest is untouched.
   call fill(0, a0, rank + 100, N)
-  call fill(1, a1, 7, N)
+  call fill(g1, a1, 7, N)
   call MPI_Irecv(d1, N, MPI_INTEGER, from, 100, MPI_COMM_WORLD, rr, ierr)
   call MPI_Send(d0, N / 4, MPI_INTEGER, to, 100, MPI_COMM_WORLD, ierr)
   call MPI_Wait(rr, st, ierr)
   call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
-  call check(cnt == N / 4 .and. dev_is(1, a1, from + 100, N / 4), "short message: data")
-  call check(dev_is(1, a1 + N / 4 * 4, 7, N - N / 4, N / 4), "short message: the rest")
+  call check(cnt == N / 4 .and. dev_is(g1, a1, from + 100, N / 4), "short message: data")
+  call check(dev_is(g1, a1 + N / 4 * 4, 7, N - N / 4, N / 4), "short message: the rest")
 
   ! 11. A large message (1.2 MB): device 0 to device 1, blocking send.
   call fill(0, ab, rank + 110, BIG)
-  call fill(1, ab1, 0, BIG)
+  call fill(g1, ab1, 0, BIG)
   call MPI_Irecv(db1, BIG, MPI_INTEGER, from, 110, MPI_COMM_WORLD, rr, ierr)
   call MPI_Send(db, BIG, MPI_INTEGER, to, 110, MPI_COMM_WORLD, ierr)
   call MPI_Wait(rr, MPI_STATUS_IGNORE, ierr)
-  call check(dev_is(1, ab1, from + 110, BIG), "large message dev0 -> dev1: data")
+  call check(dev_is(g1, ab1, from + 110, BIG), "large message dev0 -> dev1: data")
 
   ! 12. Refused with an MPI error (MPI_ERRORS_RETURN), nothing sent: a type
   ! with holes on device memory, and Fortran's MPI_BOTTOM with an absolute
@@ -351,8 +356,8 @@ program f_p2p
 #if !defined(CUCOPY_F08)
   call MPI_Buffer_detach(battach, cnt, ierr)
 #endif
-  if (ftd_dev_free(0, a0) /= 0 .or. ftd_dev_free(1, a1) /= 0 .or. ftd_dev_free(0, ab) /= 0 &
-      .or. ftd_dev_free(1, ab1) /= 0) call check(.false., "cuMemFree")
+  if (ftd_dev_free(0, a0) /= 0 .or. ftd_dev_free(g1, a1) /= 0 .or. ftd_dev_free(0, ab) /= 0 &
+      .or. ftd_dev_free(g1, ab1) /= 0) call check(.false., "cuMemFree")
   call MPI_Finalize(ierr)
   if (fails == 0) then
     write(*, '(a,i0,a,i0,a)') "f_p2p: rank ", rank, ": PASS (", checks, " checks)"
