@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 /* ---- configuration (read once, at load) ------------------------------------ */
@@ -257,6 +258,10 @@ void shim_after_init(int provided)
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     if (config_error[0] != '\0') {
         fprintf(stderr, "cucopy_mpi: %s\n", config_error);
+        /* The launcher forwards the message asynchronously, and an abort
+         * tears the job down at once: MPICH's hydra dropped it now and then
+         * under load (seen in CI). A fatal path can afford 0.2 s. */
+        usleep(200000);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
     /* CUDA-awareness: Open MPI's and MPICH's MPIX_Query_cuda_support()
