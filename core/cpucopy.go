@@ -21,7 +21,7 @@ import (
 // relies on Go's fault handler being in place (cucopy's dispatcher,
 // capi/signals.c).
 func cpuCopy(api string, dst, src, n uint64) error {
-	if overlap(dst, src, n) || !kernelCopy.Load() {
+	if overlap(dst, src, n) || noKernelCopy.Load() {
 		return goCopy(api, dst, src, n)
 	}
 	// The kernel copies at most about 2 GiB per call (MAX_RW_COUNT): a
@@ -32,7 +32,7 @@ func cpuCopy(api string, dst, src, n uint64) error {
 		done, err := unix.ProcessVMReadv(pid, local[:], remote[:], 0)
 		switch {
 		case off == 0 && (err == unix.ENOSYS || err == unix.EPERM):
-			kernelCopy.Store(false) // not available here: from now on the Go copy
+			noKernelCopy.Store(true) // not available here: from now on the Go copy
 			return goCopy(api, dst, src, n)
 		case err != nil || done <= 0:
 			return errorf(ErrInvalid, api, "host copy [0x%x -> 0x%x, %d bytes] stopped after %d bytes (%v): not mapped host memory (freed, or not a valid address); the copy did not happen", src, dst, n, off, err)
@@ -43,11 +43,9 @@ func cpuCopy(api string, dst, src, n uint64) error {
 }
 
 var (
-	pid        = os.Getpid()
-	kernelCopy atomic.Bool // process_vm_readv works here
+	pid          = os.Getpid()
+	noKernelCopy atomic.Bool // process_vm_readv was refused here (ENOSYS, EPERM)
 )
-
-func init() { kernelCopy.Store(true) }
 
 func overlap(dst, src, n uint64) bool { return dst < src+n && src < dst+n }
 

@@ -344,12 +344,19 @@ static void ep_calls(cucopy_iface_h iface, cucopy_ep_h ep, size_t max_iov, uint6
  * clear error, the process survives, nothing is copied, and the iface keeps
  * working.
  */
-static void freed_pointers(cucopy_iface_h iface, cucopy_ep_h ep)
+/* An address that was a page and is no longer mapped. */
+static char *unmapped_page(void)
 {
     long page = sysconf(_SC_PAGESIZE);
     char *gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(gone != MAP_FAILED);
     REQUIRE(munmap(gone, (size_t)page) == 0);
+    return gone;
+}
+
+static void freed_pointers(cucopy_iface_h iface, cucopy_ep_h ep)
+{
+    char *gone = unmapped_page();
     char host[BUF];
     memset(host, FILL, sizeof(host));
     uint64_t gone_addr = (uint64_t)(uintptr_t)gone;
@@ -403,10 +410,7 @@ static void freed_pointers_foreign_handler(cucopy_ep_h ep)
     sigemptyset(&sa.sa_mask);
     REQUIRE(sigaction(SIGSEGV, &sa, &old_segv) == 0);
     REQUIRE(sigaction(SIGBUS, &sa, &old_bus) == 0);
-    long page = sysconf(_SC_PAGESIZE);
-    char *gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(gone != MAP_FAILED);
-    REQUIRE(munmap(gone, (size_t)page) == 0);
+    char *gone = unmapped_page();
     char host[BUF];
     memset(host, FILL, sizeof(host));
     uint64_t gone_addr = (uint64_t)(uintptr_t)gone;

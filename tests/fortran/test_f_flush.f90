@@ -21,7 +21,7 @@ program test_f_flush
   type(cucopy_f_completion), target :: fl
   type(cucopy_iface_stats_t) :: stats
   integer(c_int) :: s
-  integer :: ndev, d, round, tries
+  integer :: ndev, d, round
   character(len=8) :: kind
 
   ndev = ft_init("test_f_flush")
@@ -67,14 +67,7 @@ program test_f_flush
           trim(kind) // "_flush completion")
       call ft_check(fl%fired == 1, trim(kind) // "_flush completion fired once")
     else
-      tries = 0
-      do
-        s = cucopy_iface_flush(iface, 0_c_int, c_null_ptr)
-        if (s /= CUCOPY_INPROGRESS) exit
-        tries = tries + 1
-        if (cucopy_iface_progress(iface) < 0) exit
-        if (tries > 100000000) exit
-      end do
+      s = flush_until_ok(iface)
       call ft_status(s, CUCOPY_OK, "iface_flush(NULL) repeated until OK")
     end if
     ! Everything issued before the flush is in place.
@@ -100,14 +93,7 @@ program test_f_flush
     iov(1) = cucopy_iov(c_loc(back), n)
     s = cucopy_ep_get_zcopy(ep, iov, 1_c_size_t, dev(0), c_null_ptr)
     call ft_check(s == CUCOPY_INPROGRESS, "get_zcopy after the fence: " // cucopy_status_str(s))
-    tries = 0
-    do
-      s = cucopy_iface_flush(iface, 0_c_int, c_null_ptr)
-      if (s /= CUCOPY_INPROGRESS) exit
-      tries = tries + 1
-      if (cucopy_iface_progress(iface) < 0) exit
-      if (tries > 100000000) exit
-    end do
+    s = flush_until_ok(iface)
     call ft_status(s, CUCOPY_OK, "iface_flush(NULL) after the fenced pair")
     call ft_check(all(back == src(:, 0)), "the get after a fence read what the put wrote, round " // &
         ft_str(round))
@@ -132,4 +118,20 @@ program test_f_flush
   call ft_status(cucopy_iface_close(iface), CUCOPY_OK, "iface_close")
   call ft_status(cucopy_context_destroy(ctx), CUCOPY_OK, "context_destroy")
   call ft_finish()
+contains
+
+  ! iface flush without a completion, called again (with progress) until
+  ! it is no longer INPROGRESS; its last status.
+  integer(c_int) function flush_until_ok(iface) result(s)
+    type(c_ptr), intent(in) :: iface
+    integer :: tries
+    tries = 0
+    do
+      s = cucopy_iface_flush(iface, 0_c_int, c_null_ptr)
+      if (s /= CUCOPY_INPROGRESS) exit
+      tries = tries + 1
+      if (cucopy_iface_progress(iface) < 0) exit
+      if (tries > 100000000) exit
+    end do
+  end function flush_until_ok
 end program test_f_flush
