@@ -17,7 +17,22 @@ type Config struct {
 	Lanes      uint32   // CUCOPY_LANES, default 4: streams per context and direction on multi-thread ifaces
 	LogLevel   LogLevel // CUCOPY_LOG_LEVEL, default warn
 	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
+	IOVBatch   IOVBatch // CUCOPY_IOV_BATCH, default auto
 }
+
+// IOVBatch is how a zcopy issues consecutive iov entries that run on one
+// context and stream (a run): CUCOPY_IOV_BATCH.
+type IOVBatch uint8
+
+const (
+	IOVBatchAuto IOVBatch = iota // one cuMemcpyBatchAsync per run where the driver has it, else IOVBatchLoop
+	IOVBatchLoop                 // one driver-layer call per run, one cuMemcpyAsync per entry, one event
+	IOVBatchOff                  // one driver-layer call and one cuMemcpyAsync per entry (runs share one event)
+)
+
+var iovBatchNames = [...]string{IOVBatchAuto: "auto", IOVBatchLoop: "loop", IOVBatchOff: "off"}
+
+func (b IOVBatch) String() string { return iovBatchNames[b] }
 
 // Defaults and limits.
 const (
@@ -59,6 +74,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return cfg, err
 		}
 	}
+	if v := getenv("CUCOPY_IOV_BATCH"); v != "" {
+		if cfg.IOVBatch, err = parseIOVBatch(v); err != nil {
+			return cfg, err
+		}
+	}
 	if v := getenv("CUCOPY_STATS"); v != "" {
 		if cfg.Stats, err = parseBool(v); err != nil {
 			return cfg, fmt.Errorf("CUCOPY_STATS=%q: %v", v, err)
@@ -77,6 +97,15 @@ func parseCount(getenv func(string) string, name string, def, limit uint32) (uin
 		return 0, fmt.Errorf("%s=%q: want an integer from 1 to %d", name, v, limit)
 	}
 	return uint32(n), nil
+}
+
+func parseIOVBatch(v string) (IOVBatch, error) {
+	for b, name := range iovBatchNames {
+		if strings.EqualFold(strings.TrimSpace(v), name) {
+			return IOVBatch(b), nil
+		}
+	}
+	return 0, fmt.Errorf("CUCOPY_IOV_BATCH=%q: want auto, loop or off", v)
 }
 
 func parseBool(v string) (bool, error) {

@@ -48,6 +48,9 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_LOG_LEVEL", "Info", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogInfo, c.LogLevel) }},
 		{"CUCOPY_LOG_LEVEL", " debug", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogDebug, c.LogLevel) }},
 		{"CUCOPY_LOG_LEVEL", "trace", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogTrace, c.LogLevel) }},
+		{"CUCOPY_IOV_BATCH", "auto", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchAuto, c.IOVBatch) }},
+		{"CUCOPY_IOV_BATCH", " Loop", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchLoop, c.IOVBatch) }},
+		{"CUCOPY_IOV_BATCH", "OFF", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchOff, c.IOVBatch) }},
 	}
 	for _, v := range []string{"1", "y", "yes", "on", "true", "TRUE", " Yes "} {
 		cases = append(cases, struct {
@@ -89,6 +92,8 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_LOG_LEVEL", "verbose"},
 		{"CUCOPY_LOG_LEVEL", "3"},
 		{"CUCOPY_LOG_LEVEL", "warning"},
+		{"CUCOPY_IOV_BATCH", "on"},
+		{"CUCOPY_IOV_BATCH", "batch"},
 		{"CUCOPY_STATS", "maybe"},
 		{"CUCOPY_STATS", "2"},
 		{"CUCOPY_STATS", " "},

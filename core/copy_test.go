@@ -129,7 +129,7 @@ func TestPeerAccessEnabledOnce(t *testing.T) {
 }
 
 func TestZcopyIOV(t *testing.T) {
-	r := newRig(t, 2)
+	r := newRigEnv(t, 2, perPiece)
 	dev := r.drv.AllocDevice(1, 1<<16)
 	host := r.drv.Pageable(1 << 16)
 	lens := []int{100, 0, 4096, 1, 333}
@@ -172,6 +172,90 @@ func TestZcopyIOV(t *testing.T) {
 		got = append(got, r.drv.Bytes(uint64(v.Buffer), int(v.Length))...)
 	}
 	eqBytes(t, want, got)
+}
+
+// With runs (the default, CUCOPY_IOV_BATCH=auto) consecutive entries on
+// one context and stream go to the driver layer in one call and to the
+// stream as one batch with one event; the operation and the statistics
+// still see every entry.
+func TestZcopyIOVRun(t *testing.T) {
+	r := newRig(t, 2)
+	dev := r.drv.AllocDevice(1, 1<<16)
+	host := r.drv.Pageable(1 << 16)
+	lens := []int{100, 0, 4096, 1, 333}
+	iov := make([]core.IOV, len(lens))
+	var want []byte
+	for k, off := 0, 0; k < len(lens); k++ {
+		iov[k] = core.IOV{Buffer: uintptr(host + uint64(off)), Length: uint64(lens[k])}
+		want = append(want, fill(r.drv, host+uint64(off), lens[k], byte(k))...)
+		off += lens[k] + 10
+	}
+	st, err := r.zcopy(true, iov, dev+8, 9)
+	require.NoError(t, err)
+	require.Equal(t, core.InProgress, st)
+	assert.Equal(t, 1, r.drv.Pending(), "one batch for the four entries")
+	assert.Equal(t, 1, r.drv.Calls("CopyRun"))
+	assert.Equal(t, 1, r.drv.Calls("EventCreate"), "one event for the run")
+	r.drv.Run()
+	n, comps := r.progress()
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []done{{9, core.OK}}, comps)
+	eqBytes(t, want, r.drv.Bytes(dev+8, len(want)), "pieces land back to back")
+	s := r.ifc.Stats().Dir[core.DirH2D]
+	assert.Equal(t, core.DirStats{Operations: 1, Pieces: 4, Bytes: uint64(len(want))}, s, "every entry counted")
+}
+
+// Runs end where the context, the direction or the kind of copy changes:
+// a put of entries on devices 0, 0, 1, 1, the host and 0 to host memory is
+// two batches, a CPU copy and a single copy, one completion after all.
+func TestZcopyIOVRunsSplit(t *testing.T) {
+	r := newRig(t, 2)
+	const n = 256
+	d0, d1, h := r.drv.AllocDevice(0, 3*n), r.drv.AllocDevice(1, 2*n), r.drv.Pageable(n)
+	remote := r.drv.Pageable(6 * n)
+	bufs := []uint64{d0, d0 + n, d1, d1 + n, h, d0 + 2*n}
+	var iov []core.IOV
+	var want []byte
+	for k, b := range bufs {
+		iov = append(iov, core.IOV{Buffer: uintptr(b), Length: n})
+		want = append(want, fill(r.drv, b, n, byte(k+1))...)
+	}
+	st, err := r.zcopy(true, iov, remote, 5)
+	require.NoError(t, err)
+	require.Equal(t, core.InProgress, st)
+	assert.Equal(t, 3, r.drv.Pending(), "device 0's run, device 1's run, device 0's last entry")
+	assert.Equal(t, 2, r.drv.Calls("CopyRun"))
+	r.drv.Step(2)
+	_, comps := r.progress()
+	assert.Empty(t, comps, "not before the last piece")
+	r.drv.Run()
+	_, comps = r.progress()
+	assert.Equal(t, []done{{5, core.OK}}, comps)
+	eqBytes(t, want, r.drv.Bytes(remote, 6*n))
+	s := r.ifc.Stats()
+	assert.Equal(t, core.DirStats{Operations: 1, Pieces: 5, Bytes: 5 * n}, s.Dir[core.DirD2H])
+	assert.Equal(t, core.DirStats{Pieces: 1, Bytes: n}, s.Dir[core.DirHost])
+}
+
+// A run that fails leaves nothing of itself in flight, the runs before it
+// are waited for, and the operation fails whole.
+func TestDriverErrorMidRun(t *testing.T) {
+	r := newRig(t, 2)
+	const n = 1000
+	d0, d1, host := r.drv.AllocDevice(0, 2*n), r.drv.AllocDevice(1, 2*n), r.drv.Pageable(4*n)
+	want := fill(r.drv, d0, 2*n, 4)
+	fill(r.drv, d1, 2*n, 5)
+	r.drv.Fail("Copy", 2, fakedrv.ErrIllegalAddress)
+	iov := []core.IOV{{uintptr(d0), n}, {uintptr(d0 + n), n}, {uintptr(d1), n}, {uintptr(d1 + n), n}}
+	st, err := r.zcopy(true, iov, host, 7)
+	errStatus(t, core.ErrCUDA, err)
+	assert.Equal(t, core.ErrCUDA, st)
+	assert.Zero(t, r.drv.Pending(), "the first run was synchronized, the second never queued")
+	eqBytes(t, want, r.drv.Bytes(host, 2*n), "the first run was copied")
+	eqBytes(t, make([]byte, 2*n), r.drv.Bytes(host+2*n, 2*n), "the failed run copied nothing")
+	r.drv.Run()
+	_, comps := r.progress()
+	assert.Empty(t, comps, "a failed operation has no completion")
 }
 
 // Pieces on different queues (a CPU piece, an H2D and a D2D piece) still

@@ -88,10 +88,10 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 	if i.multi {
 		holder = i.newOperation(e, 0)
 	}
-	req := i.request(holder)
+	req, _ := i.request(holder)
 	*req = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	req.Dst, req.Src = endpoints(put, uint64(buffer), remote)
-	_, err := i.issuePiece(api, req, nil, true)
+	_, err := i.issuePiece(api, req, nil, true, nil)
 	if holder != nil {
 		i.recycle(holder)
 	}
@@ -132,26 +132,37 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
 	op := i.newOperation(e, comp)
-	req := i.request(op) // not used after endIssue(op): the operation may complete at once
-	var queued [MaxIOV]pieceRef
-	n := int32(0)
+	req, pieces := i.request(op) // not used after endIssue(op): the operation may complete at once
+	np := 0
 	off := uint64(0)
-	first := true
 	for _, v := range iov {
 		if v.Length == 0 {
 			continue
 		}
-		*req = cudadrv.CopyOp{Len: v.Length, Lane: e.lane}
-		req.Dst, req.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		p := &pieces[np]
+		p.Dst, p.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		p.Len = v.Length
+		off += v.Length
+		np++
+	}
+	var queued [MaxIOV]pieceRef
+	n := int32(0)
+	for k := 0; k < np; {
+		p := &pieces[k]
+		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: e.lane, Flags: i.runFlags}
 		if n > 0 {
 			// Consecutive pieces on one stream share one event, so an
 			// operation never needs more events than it has runs
 			// (cudadrv.CopyReuse).
 			last := queued[n-1]
-			req.Flags = cudadrv.CopyReuse
+			req.Flags |= cudadrv.CopyReuse
 			req.ReuseSlot, req.ReuseKind, req.ReuseEvent, req.ReuseSeq = last.slot, last.kind, last.event, last.seq
 		}
-		st, err := i.issuePiece(api, req, op, first)
+		var more []cudadrv.Piece
+		if i.runs {
+			more = pieces[k+1 : np]
+		}
+		st, err := i.issuePiece(api, req, op, k == 0, more)
 		if err != nil {
 			if st == cudadrv.CopyNeedEvent && i.neverFits(queued[:n], req) {
 				err = errorf(ErrInvalid, api, "the operation needs more than max_events (%d) events in CUDA context id %d: its iov runs there in more than %d separate stretches; raise max_events (CUCOPY_MAX_EVENTS) or split the iov",
@@ -162,12 +173,11 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 			i.endIssue(op, n)
 			return StatusOf(err), i.countNoResource(err)
 		}
-		first = false
 		if st == cudadrv.CopyQueued {
 			queued[n] = pieceRef{slot: req.Slot, kind: req.Kind, id: req.CtxID, event: req.Event, seq: req.ReuseSeq}
 			n++
 		}
-		off += v.Length
+		k += 1 + int(req.Taken)
 	}
 	i.endIssue(op, n)
 	if n == 0 {
@@ -196,15 +206,23 @@ func (i *Iface) neverFits(queued []pieceRef, req *cudadrv.CopyOp) bool {
 	return runs > int(i.params.MaxEvents)
 }
 
-// request is the CopyOp a copy is issued with: the iface's own on a
+// issueBuf is what an issuing call fills for the driver layer: the request
+// and the operation's pieces (a zcopy's non-empty iov entries).
+type issueBuf struct {
+	req    cudadrv.CopyOp
+	pieces [MaxIOV]cudadrv.Piece
+}
+
+// request is the buffer a copy is issued with: the iface's own on a
 // single-thread iface, else op's, which the issuing call owns. (A sync.Pool
 // missed about once per 300 copies with 8 threads and 32 Ps: a cgo caller's
 // goroutine need not get the same P back on its next call.)
-func (i *Iface) request(op *operation) *cudadrv.CopyOp {
-	if !i.multi {
-		return &i.singleReq
+func (i *Iface) request(op *operation) (*cudadrv.CopyOp, *[MaxIOV]cudadrv.Piece) {
+	b := &i.single
+	if i.multi {
+		b = &op.buf
 	}
-	return &op.req
+	return &b.req, &b.pieces
 }
 
 // pieceRef is a queued piece of the operation being issued.
@@ -215,26 +233,27 @@ type pieceRef struct {
 	seq        uint64 // its sequence number in its queue
 }
 
-// issuePiece runs one copy piece of op (nil for a short copy), doing the
-// cold work the driver layer asks for and retrying. It returns CopyDone,
-// CopyQueued (the piece is in a queue for op, and req.ReuseSeq is its
+// issuePiece runs one copy piece of op (nil for a short copy), with the
+// run of more that joins it (req.Taken pieces), doing the cold work the
+// driver layer asks for and retrying. It returns CopyDone, CopyQueued (the
+// piece and its run are in a queue for op, and req.ReuseSeq is their
 // sequence number there), CopyJoined (folded into the previous piece's
 // queue entry), or an error. Multi-thread ifaces take no lock here but the
 // slot's, which the driver layer hands over on CopyQueued and CopyJoined;
 // the cold work takes mu.
-func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first bool) (cudadrv.CopyStatus, error) {
+func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first bool, more []cudadrv.Piece) (cudadrv.CopyStatus, error) {
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
 	for {
-		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req)
+		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more)
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
 			// Issued, but leaving the copy's context failed (cuCtxPopCurrent).
 			logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, i.drv.Error(req.Err))
 		}
 		switch st {
 		case cudadrv.CopyDone:
-			i.countCopy(req, first)
+			i.countCopy(req, first, nil)
 			return st, nil
 		case cudadrv.CopyCPU:
 			if i.nfence.Load() > 0 {
@@ -246,16 +265,16 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first
 				return st, err
 			}
 			req.Slot = -1
-			i.countCopy(req, first)
+			i.countCopy(req, first, nil)
 			return cudadrv.CopyDone, nil
 		case cudadrv.CopyJoined:
 			// Folded into the operation's previous piece: its queue entry
 			// and event now stand for both.
-			i.countCopy(req, first)
+			i.countCopy(req, first, more[:req.Taken])
 			i.unlockSlot(int(req.Slot))
 			return st, nil
 		case cudadrv.CopyQueued:
-			i.queuePiece(req, op, first)
+			i.queuePiece(req, op, first, more[:req.Taken])
 			return st, nil
 		case cudadrv.CopyOutOfRange:
 			which, addr := "source", req.Src
@@ -273,10 +292,10 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first
 	}
 }
 
-// queuePiece books a piece the driver layer queued for op and refills the
-// slot's free event, under the slot's lock that Copy handed over; it
-// releases it (also if it panics).
-func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool) {
+// queuePiece books a piece (and its run) the driver layer queued for op and
+// refills the slot's free event, under the slot's lock that Copy handed
+// over; it releases it (also if it panics).
+func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool, run []cudadrv.Piece) {
 	s := int(req.Slot)
 	defer i.unlockSlot(s)
 	r := &i.res[s]
@@ -288,7 +307,7 @@ func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool) {
 		i.slots[s].Event = r.free[n-1]
 		r.free = r.free[:n-1]
 	}
-	i.countCopy(req, first)
+	i.countCopy(req, first, run)
 }
 
 // waitQueued waits for pieces already issued by an operation that then

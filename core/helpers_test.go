@@ -31,8 +31,19 @@ func defaultParams() core.IfaceParams {
 
 func newRig(t *testing.T, devices int, edit ...func(*core.IfaceParams)) *rig {
 	t.Helper()
+	return newRigEnv(t, devices, nil, edit...)
+}
+
+// perPiece is the environment of a rig whose zcopies issue one piece per
+// driver-layer call (CUCOPY_IOV_BATCH=off): the path where consecutive
+// pieces join one event by re-recording it.
+var perPiece = map[string]string{"CUCOPY_IOV_BATCH": "off"}
+
+// newRigEnv is newRig with CUCOPY_* variables set in env.
+func newRigEnv(t *testing.T, devices int, env map[string]string, edit ...func(*core.IfaceParams)) *rig {
+	t.Helper()
 	drv := fakedrv.New(devices)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
+	cfg, err := core.LoadConfig(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	ctx, err := core.NewContext(drv, cfg)
 	require.NoError(t, err)

@@ -25,8 +25,8 @@ func cgoCalls() uint64 {
 // The per-operation hot path, measured on the real cudadrv binding and a C
 // driver (the fake one from the build tree, or $CUCOPY_CUDA_DRIVER): once a
 // context's resources exist, a zcopy or short copy is exactly one cgo
-// crossing, and issuing plus progressing to completion allocates nothing,
-// in both thread modes.
+// crossing (so is a zcopy whose iov is one run), and issuing plus
+// progressing to completion allocates nothing, in both thread modes.
 func TestHotPathOneCrossingNoAllocation(t *testing.T) {
 	t.Run("single", func(t *testing.T) { testHotPath(t, core.ThreadSingle) })
 	t.Run("multi", func(t *testing.T) { testHotPath(t, core.ThreadMulti) })
@@ -79,7 +79,27 @@ func testHotPath(t *testing.T, mode core.ThreadMode) {
 	require.NoError(t, ep.Short(true, buf, 8, dev))
 	assert.Equal(t, uint64(1), cgoCalls()-before, "cgo crossings per short copy")
 
+	// An iov of 16 entries on one context and stream is one run: one
+	// crossing (one batch on the driver) for the whole operation.
+	var iov16 [16]core.IOV
+	for k := range iov16 {
+		iov16[k] = core.IOV{Buffer: buf + uintptr(64*k), Length: 8}
+	}
+	issue16 := func() {
+		st, err := ep.Zcopy(true, iov16[:], dev, 0)
+		if err != nil || st != core.InProgress {
+			t.Fatalf("zcopy of 16 entries: %v %v", st, err)
+		}
+	}
+	issue16()
+	drain()
+	before = cgoCalls()
+	issue16()
+	assert.Equal(t, uint64(1), cgoCalls()-before, "cgo crossings per zcopy of a 16-entry run")
+	drain()
+
 	assert.Zero(t, testing.AllocsPerRun(500, func() { issue(); drain() }), "allocations per zcopy + progress")
+	assert.Zero(t, testing.AllocsPerRun(500, func() { issue16(); drain() }), "allocations per 16-entry zcopy + progress")
 	assert.Zero(t, testing.AllocsPerRun(500, func() {
 		if err := ep.Short(false, buf, 8, dev); err != nil {
 			t.Fatal(err)

@@ -86,7 +86,12 @@ type Iface struct {
 	fenceTargets []queueTarget // fence.go; under mu
 	nfence       atomic.Int32  // len(fenceTargets), read without mu
 
-	singleReq cudadrv.CopyOp // single-thread: the copy being issued, so no allocation per copy
+	single issueBuf // single-thread: the copy being issued, so no allocation per copy
+	// runs: zcopy pieces go to the driver layer with the operation's next
+	// ones, which may join their run (CUCOPY_IOV_BATCH not off); runFlags
+	// are the flags that choose how a run is issued.
+	runs     bool
+	runFlags uint32
 
 	fd       int // eventfd, -1 until first needed
 	closed   atomic.Bool
@@ -135,6 +140,10 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		serial:  ifaceSerials.Add(1),
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
+	i.runs = c.cfg.IOVBatch != IOVBatchOff
+	if c.cfg.IOVBatch == IOVBatchLoop {
+		i.runFlags = cudadrv.CopyRunLoop
+	}
 	i.counters.retired = make([][gpuDirs]DirStats, c.devices)
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()

@@ -95,7 +95,7 @@ func TestEventCap(t *testing.T) {
 // An iov whose second piece fails: error returned, no completion, the first
 // piece synchronized before the return, the third never issued.
 func TestDriverErrorMidIOV(t *testing.T) {
-	r := newRig(t, 2)
+	r := newRigEnv(t, 2, perPiece)
 	dev, host := r.drv.AllocDevice(0, 3000), r.drv.Pageable(3000)
 	want := fill(r.drv, host, 3000, 2)
 	r.drv.Fail("Copy", 2, fakedrv.ErrIllegalAddress)

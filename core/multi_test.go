@@ -160,7 +160,7 @@ func TestMultiProgressBetweenPieces(t *testing.T) {
 // status, and what the device buffer dev must hold once it completed.
 func betweenPieces(t *testing.T, maxEvents uint32, between func(*rig)) (*rig, core.Status, []byte, uint64) {
 	t.Helper()
-	r := newRig(t, 1, func(p *core.IfaceParams) {
+	r := newRigEnv(t, 1, perPiece, func(p *core.IfaceParams) {
 		p.ThreadMode = core.ThreadMulti
 		p.MaxEvents = maxEvents
 	})

@@ -2,11 +2,7 @@
 
 package core
 
-import (
-	"sync/atomic"
-
-	"github.com/cucopy/cucopy/cudadrv"
-)
+import "sync/atomic"
 
 // operation is one zcopy: its completion, its first error, and how many of
 // its pieces are in flight, plus issuingGuard while the zcopy call is still
@@ -21,8 +17,8 @@ import (
 // completion made ready, progress.go) → recycle (back on its endpoint's
 // free list).
 type operation struct {
-	ep        *Ep            // whose free list it goes back to
-	req       cudadrv.CopyOp // multi-thread: the issuing call's request (Iface.request)
+	ep        *Ep      // whose free list it goes back to
+	buf       issueBuf // multi-thread: the issuing call's request (Iface.request)
 	comp      uintptr
 	pending   atomic.Int32
 	status    atomic.Int32 // Status: the first error, else OK

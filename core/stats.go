@@ -84,7 +84,7 @@ type ifaceCounters struct {
 
 // countCopy adds one copy piece to the statistics; first says it is its
 // operation's first.
-func (i *Iface) countCopy(req *cudadrv.CopyOp, first bool) {
+func (i *Iface) countCopy(req *cudadrv.CopyOp, first bool, run []cudadrv.Piece) {
 	c := &i.counters.cpu
 	if req.Slot >= 0 {
 		c = &i.res[req.Slot].counters[req.Dir]
@@ -92,8 +92,12 @@ func (i *Iface) countCopy(req *cudadrv.CopyOp, first bool) {
 	if first {
 		c.operations.Add(1)
 	}
-	c.pieces.Add(1)
-	c.bytes.Add(req.Len)
+	bytes := req.Len
+	for _, p := range run {
+		bytes += p.Len
+	}
+	c.pieces.Add(uint64(1 + len(run)))
+	c.bytes.Add(bytes)
 }
 
 // countNoResource counts a NO_RESOURCE answer and passes err on.

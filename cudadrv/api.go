@@ -106,11 +106,12 @@ type Interface interface {
 	EventCreate(ctx Context) (Event, error)
 	EventDestroy(ctx Context, e Event) error
 
-	// Copy runs one piece of a copy as the copy protocol says (copy.go):
-	// it issues the copy when slots hold everything it needs, otherwise it
-	// says what is missing and issues nothing. primary holds the retained
-	// primary context of each device (0 if none).
-	Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus
+	// Copy runs one piece of a copy, and the run of later pieces in more
+	// that can go with it, as the copy protocol says (copy.go): it issues
+	// the copy when slots hold everything it needs, otherwise it says what
+	// is missing and issues nothing. primary holds the retained primary
+	// context of each device (0 if none).
+	Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece) CopyStatus
 	// QueryEvents queries events in order (with the context current) and
 	// returns how many leading ones completed; err is set when a query
 	// failed, ErrContextGone when the incarnation ended (nothing queried).

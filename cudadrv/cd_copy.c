@@ -108,18 +108,25 @@ static int cd_peer_tried(const cd_slot *s, uintptr_t peer)
     return 0;
 }
 
+/* The context a device-side buffer runs on without the caller's help: its
+ * owning context, else its device's retained primary context; 0 if neither. */
+static uintptr_t cd_known_ctx(const cd_mem *m, const uintptr_t *primary, int32_t ndevices)
+{
+    if (m->ctx != NULL)
+        return (uintptr_t)m->ctx;
+    if (m->ordinal >= 0 && m->ordinal < ndevices)
+        return cd_primary(primary, m->ordinal);
+    return 0;
+}
+
 /* The context a device-side buffer runs on (copy.go, step 3); 0 with
  * *status set when Go must help first. */
 static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_op *op,
                              int *status)
 {
-    if (m->ctx != NULL)
-        return (uintptr_t)m->ctx;
-    if (m->ordinal >= 0 && m->ordinal < op->ndevices) {
-        uintptr_t p = cd_primary(primary, m->ordinal);
-        if (p != 0)
-            return p;
-    }
+    uintptr_t known = cd_known_ctx(m, primary, op->ndevices);
+    if (known != 0)
+        return known;
     if (m->managed && (op->flags & CD_COPY_FALLBACK_CTX) && op->ctx != 0)
         return op->ctx;
     if (m->managed) {
@@ -133,10 +140,118 @@ static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_
     return 0;
 }
 
+/* The run of a zcopy piece (copy.go, step 7): the pieces of more[] that
+ * follow it on the same context, kind and peer, up to the first that does
+ * not (or that is managed memory, crosses its allocation's end, or fails to
+ * classify: its own call reports it), with the location hints of a batch. */
+typedef struct cd_run {
+    const cd_piece *more;
+    int32_t n;
+    struct cd_memcpy_attr attr;
+} cd_run;
+
+static struct cd_mem_location cd_location(const cd_mem *m)
+{
+    struct cd_mem_location l = {CD_MEM_LOCATION_TYPE_HOST, 0};
+    if (!cd_is_host(m)) {
+        l.type = CD_MEM_LOCATION_TYPE_DEVICE;
+        l.id = m->ordinal;
+    }
+    return l;
+}
+
+static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, const cd_mem *src,
+                          const cd_mem *dst, const uintptr_t *primary, int32_t ndevices,
+                          int kind, uintptr_t ctx, uintptr_t peer)
+{
+    run->more = more;
+    run->n = 0;
+    run->attr = (struct cd_memcpy_attr){CD_MEMCPY_SRC_ACCESS_ORDER_STREAM, cd_location(src),
+                                        cd_location(dst), 0};
+    if (src->managed || dst->managed)
+        return;
+    if (nmore > CD_MAX_RUN - 1)
+        nmore = CD_MAX_RUN - 1;
+    for (; run->n < nmore; run->n++) {
+        const cd_piece *p = &more[run->n];
+        cd_mem s, d;
+        if (cd_classify(p->src, &s) != CD_SUCCESS || cd_classify(p->dst, &d) != CD_SUCCESS ||
+            s.managed || d.managed || cd_crosses_end(&s, p->src, p->len) ||
+            cd_crosses_end(&d, p->dst, p->len))
+            return;
+        int k;
+        uintptr_t c, pc = 0;
+        if (cd_is_host(&s) && cd_is_host(&d)) {
+            return;
+        } else if (cd_is_host(&s)) {
+            k = CD_KIND_H2D;
+            c = cd_known_ctx(&d, primary, ndevices);
+        } else if (cd_is_host(&d)) {
+            k = CD_KIND_D2H;
+            c = cd_known_ctx(&s, primary, ndevices);
+        } else {
+            c = cd_known_ctx(&s, primary, ndevices);
+            pc = cd_known_ctx(&d, primary, ndevices);
+            k = pc == c ? CD_KIND_D2D : CD_KIND_PEER;
+            if (k == CD_KIND_D2D)
+                pc = 0;
+        }
+        if (k != kind || c != ctx || pc != peer)
+            return;
+    }
+}
+
+/* Enqueue op's piece and its run on stream: one cuMemcpyAsync, or one
+ * cuMemcpyBatchAsync for a run where the driver has it (unless
+ * CD_COPY_RUN_LOOP), else one cuMemcpyAsync per piece. If a run fails
+ * part-way the stream is synchronized: nothing stays in flight on the
+ * caller's buffers behind an error. */
+static void cd_memcpy_run(cd_copy_op *op, const cd_run *run, cdStream stream)
+{
+    cdResult r;
+    int32_t n = run->n + 1;
+    if (n == 1) {
+        r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
+    } else if (cd.cuMemcpyBatchAsync != NULL && !(op->flags & CD_COPY_RUN_LOOP)) {
+        cdDevicePtr dsts[CD_MAX_RUN], srcs[CD_MAX_RUN];
+        size_t sizes[CD_MAX_RUN];
+        dsts[0] = op->dst;
+        srcs[0] = op->src;
+        sizes[0] = (size_t)op->len;
+        for (int32_t i = 1; i < n; i++) {
+            dsts[i] = run->more[i - 1].dst;
+            srcs[i] = run->more[i - 1].src;
+            sizes[i] = (size_t)run->more[i - 1].len;
+        }
+        struct cd_memcpy_attr attr = run->attr;
+        size_t first = 0;
+        r = cd.cuMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n,
+                                  (struct CUmemcpyAttributes_st *)&attr, &first, 1, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpyBatchAsync;
+            op->err.result = r;
+            (void)cd.cuStreamSynchronize(stream); /* the driver does not say how much it queued */
+        }
+        return;
+    } else {
+        r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
+        for (int32_t i = 0; r == CD_SUCCESS && i < run->n; i++) {
+            const cd_piece *p = &run->more[i];
+            r = cd.cuMemcpyAsync(p->dst, p->src, (size_t)p->len, stream);
+            if (r != CD_SUCCESS)
+                (void)cd.cuStreamSynchronize(stream);
+        }
+    }
+    if (r != CD_SUCCESS) {
+        op->err.entry = CD_IDX_cuMemcpyAsync;
+        op->err.result = r;
+    }
+}
+
 /* The rest of cd_copy once the slot is known, under its lock if *locked:
  * steps 7 and 8 of the protocol (copy.go). */
 static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t peer,
-                    cd_copy_op *op, int *locked)
+                    const cd_run *run, cd_copy_op *op, int *locked)
 {
     /* Without cuCtxGetId the key is the handle, which a reset primary context
      * keeps and a new context may reuse: check the slot's generation. */
@@ -167,17 +282,15 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
 
     int pushed = 0;
     if (cd_enter((cdContext)ctx, &pushed, &op->err) == CD_SUCCESS) {
-        cdResult r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
-        if (r != CD_SUCCESS) {
-            op->err.entry = CD_IDX_cuMemcpyAsync;
-            op->err.result = r;
-        } else if (sync) {
+        cd_memcpy_run(op, run, stream); /* a failure leaves nothing in flight */
+        cdResult r = op->err.result;
+        if (r == CD_SUCCESS && sync) {
             r = cd.cuStreamSynchronize(stream);
             if (r != CD_SUCCESS) {
                 op->err.entry = CD_IDX_cuStreamSynchronize;
                 op->err.result = r;
             }
-        } else {
+        } else if (r == CD_SUCCESS) {
             r = cd.cuEventRecord(event, stream);
             if (r != CD_SUCCESS) {
                 /* The copy is in flight without an event: wait for it so that an
@@ -191,6 +304,7 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
         cd_leave(pushed, &op->err); /* a failed pop does not undo the issued copy */
         if (ok) {
             op->event = (uintptr_t)event;
+            op->taken = run->n;
             if (sync && (op->flags & CD_COPY_LOCK))
                 __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
             return sync ? CD_COPY_DONE : joined ? CD_COPY_JOINED : CD_COPY_QUEUED;
@@ -201,13 +315,15 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     return CD_COPY_DRIVER_ERROR;
 }
 
-int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op)
+int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,
+            const cd_piece *more, int32_t nmore)
 {
     cd_mem src;
     cd_mem dst;
     op->err.entry = -1;
     op->err.result = CD_SUCCESS;
     op->slot = -1;
+    op->taken = 0;
     CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->src, &src));
     CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->dst, &dst));
     if (cd_crosses_end(&src, op->src, op->len)) {
@@ -256,6 +372,12 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
         }
         CD_CALL(&op->err, CD_IDX_cuCtxGetId, r);
     }
+    /* The run is found before the slot's lock is taken: its pointer queries
+     * cost about as much as the issue itself. */
+    cd_run run = {NULL, 0, {0}};
+    if (!(op->flags & CD_COPY_SYNC) && nmore > 0)
+        cd_extend_run(&run, more, nmore, &src, &dst, primary, op->ndevices, kind, ctx,
+                      kind == CD_KIND_PEER ? peer : 0);
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
     op->ctx = ctx;
     op->ctx_id = id;
@@ -277,7 +399,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
             return CD_COPY_NEED_SLOT;
         }
     }
-    int st = cd_issue(slot, s, ctx, kind, peer, op, &locked);
+    int st = cd_issue(slot, s, ctx, kind, peer, &run, op, &locked);
     if (locked && st != CD_COPY_QUEUED && st != CD_COPY_JOINED)
         cd_slot_unlock(slot);
     return st;

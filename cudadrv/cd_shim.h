@@ -93,8 +93,12 @@ enum {
     CD_COPY_FORCE_CPU = 1u << 1,
     CD_COPY_FALLBACK_CTX = 1u << 2,
     CD_COPY_REUSE = 1u << 3,
-    CD_COPY_LOCK = 1u << 4
+    CD_COPY_LOCK = 1u << 4,
+    CD_COPY_RUN_LOOP = 1u << 5
 };
+
+/* The most pieces one run issues (core.MaxIOV). */
+#define CD_MAX_RUN 64
 
 enum {
     CD_COPY_DONE = 0,
@@ -126,6 +130,7 @@ typedef struct cd_copy_op {
     int32_t lane;
     int32_t dir; /* out: the direction kind, also of a short copy (kind is SHORT then) */
     /* out */
+    int32_t taken; /* pieces of `more` issued in the run of this one */
     int32_t slot;
     int32_t kind;
     int32_t device;
@@ -138,7 +143,15 @@ typedef struct cd_copy_op {
     cd_err err;
 } cd_copy_op;
 
-int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op);
+/* A piece that may join the run of cd_copy's (cudadrv.Piece). */
+typedef struct cd_piece {
+    uint64_t dst;
+    uint64_t src;
+    uint64_t len;
+} cd_piece;
+
+int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,
+            const cd_piece *more, int32_t nmore);
 
 /* Progress and event fd (cd_progress.c). */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):

@@ -98,6 +98,8 @@ struct CUfunc_st;          /* CUfunction is a pointer to it */
 #define CD_MEM_LOCATION_TYPE_DEVICE    1
 #define CD_MEM_LOCATION_TYPE_HOST      2
 #define CD_MEM_LOCATION_TYPE_HOST_NUMA 3
+/* CUmemcpySrcAccessOrder */
+#define CD_MEMCPY_SRC_ACCESS_ORDER_STREAM 1
 /* CUmemAllocationType */
 #define CD_MEM_ALLOCATION_TYPE_PINNED 1
 /* CUmemAccess_flags */

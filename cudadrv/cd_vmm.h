@@ -3,9 +3,10 @@
 #define CUCOPY_CD_VMM_H
 
 /*
- * Structs of the virtual memory API. cuda.h defines them under its own tags,
- * so these use the project's tags; tests/gpu/check_cuda_h.c proves size and
- * every offset equal to CUmemLocation, CUmemAllocationProp, CUmemAccessDesc.
+ * Structs of the virtual memory API and of cuMemcpyBatchAsync. cuda.h
+ * defines them under its own tags, so these use the project's tags;
+ * tests/gpu/check_cuda_h.c proves size and every offset equal to
+ * CUmemLocation, CUmemAllocationProp, CUmemAccessDesc, CUmemcpyAttributes.
  */
 struct cd_mem_location {
     unsigned int type; /* CD_MEM_LOCATION_TYPE_* */
@@ -26,6 +27,14 @@ struct cd_mem_alloc_prop {
 struct cd_mem_access_desc {
     struct cd_mem_location location;
     unsigned int flags; /* CD_MEM_ACCESS_FLAGS_PROT_* */
+};
+/* CUmemcpyAttributes: passed to cuMemcpyBatchAsync as the opaque
+ * struct CUmemcpyAttributes_st of its prototype (entry_points.h). */
+struct cd_memcpy_attr {
+    unsigned int src_access_order; /* CD_MEMCPY_SRC_ACCESS_ORDER_* */
+    struct cd_mem_location src_loc_hint;
+    struct cd_mem_location dst_loc_hint;
+    unsigned int flags;
 };
 
 #endif

@@ -56,8 +56,18 @@ package cudadrv
 //     Kind, and ReuseSeq > Queried[Kind]: progress has not queried that
 //     queue entry, so its event may still be re-recorded): it re-records
 //     ReuseEvent. Otherwise it takes Slot.Event; 0 is CopyNeedEvent.
+//     A zcopy piece also takes a run: the pieces of `more` (the
+//     operation's next pieces) that follow it without a break on the same
+//     context, kind and peer context, none of them managed memory (the
+//     batch's location hints could not be given for it), crossing its
+//     allocation's end or failing to classify (the piece's own call
+//     reports that), at most CD_MAX_RUN in all. Taken says how many.
 //  8. Issue: push the context if it is not current, cuMemcpyAsync on
-//     Stream[Kind], then cuEventRecord (zcopy; if that fails the stream is
+//     Stream[Kind] (a run: one cuMemcpyBatchAsync where the driver has it
+//     and CopyRunLoop is not set, else one cuMemcpyAsync per piece; the
+//     batch's copies run in no set order among themselves, the batch as a
+//     whole in stream order; a run that fails part-way synchronizes the
+//     stream), then cuEventRecord (zcopy; if that fails the stream is
 //     synchronized, so no copy runs on the caller's buffers after an
 //     error) or cuStreamSynchronize (CopySync), pop if pushed. A short copy
 //     with CopyLock gives the lock up first and counts itself a user of
@@ -85,7 +95,17 @@ const (
 	CopyFallbackCtx = C.CD_COPY_FALLBACK_CTX // managed memory without an owning context runs on Ctx
 	CopyReuse       = C.CD_COPY_REUSE        // the previous piece went to (ReuseSlot, ReuseKind) as ReuseSeq
 	CopyLock        = C.CD_COPY_LOCK         // take the slot's lock; held on Queued and Joined
+	CopyRunLoop     = C.CD_COPY_RUN_LOOP     // issue a run with one cuMemcpyAsync per piece, not a batch
 )
+
+// MaxRun is the most pieces one Copy issues (its own and Taken of more).
+const MaxRun = C.CD_MAX_RUN
+
+// Piece is one later piece of an operation, which may join the run of a
+// Copy (struct cd_piece).
+type Piece struct {
+	Dst, Src, Len uint64
+}
 
 // CopyStatus is the outcome of Interface.Copy (CD_COPY_*).
 type CopyStatus int32
@@ -127,6 +147,7 @@ type CopyOp struct {
 	Lane          int32  // the endpoint's lane (Slot.Lane)
 	Dir           int32  // out: the direction kind (KindH2D to KindPeer), also of a short copy, whose Kind is KindShort
 	// Out (Ctx is also in, with CopyFallbackCtx).
+	Taken       int32 // CopyQueued, CopyJoined: the pieces of more issued in this piece's run
 	Slot        int32
 	Kind        int32
 	Device      int32

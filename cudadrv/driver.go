@@ -233,7 +233,7 @@ func (d *driver) EventDestroy(ctx Context, ev Event) error {
 	return d.call(func(e *C.cd_err) C.int { return C.cd_event_destroy(C.uintptr_t(ctx), C.uintptr_t(ev), e) })
 }
 
-func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus {
+func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece) CopyStatus {
 	var sp *C.cd_slot
 	if len(slots) > 0 {
 		sp = (*C.cd_slot)(unsafe.Pointer(&slots[0]))
@@ -242,8 +242,12 @@ func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp) CopyStatus {
 	if len(primary) > 0 {
 		pp = (*C.uintptr_t)(unsafe.Pointer(&primary[0]))
 	}
+	var mp *C.cd_piece
+	if len(more) > 0 {
+		mp = (*C.cd_piece)(unsafe.Pointer(&more[0]))
+	}
 	op.NDevices = int32(len(primary))
-	return CopyStatus(C.cd_copy(sp, C.int32_t(len(slots)), pp, (*C.cd_copy_op)(unsafe.Pointer(op))))
+	return CopyStatus(C.cd_copy(sp, C.int32_t(len(slots)), pp, (*C.cd_copy_op)(unsafe.Pointer(op)), mp, C.int32_t(len(more))))
 }
 
 // callError is Error, with ErrContextGone for an ended incarnation.

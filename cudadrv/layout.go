@@ -2,7 +2,7 @@
 
 package cudadrv
 
-// The Go mirrors of the C structs (Slot, CopyOp, MemInfo, Incarnation)
+// The Go mirrors of the C structs (Slot, CopyOp, Piece, MemInfo, Incarnation)
 // agree with cd_shim.h byte for byte: checked at compile time.
 
 /*
@@ -30,10 +30,13 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseSeq)-unsafe.Offsetof(C.cd_copy_op{}.reuse_seq)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Lane)-unsafe.Offsetof(C.cd_copy_op{}.lane)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Dir)-unsafe.Offsetof(C.cd_copy_op{}.dir)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Taken)-unsafe.Offsetof(C.cd_copy_op{}.taken)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Slot)-unsafe.Offsetof(C.cd_copy_op{}.slot)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Ctx)-unsafe.Offsetof(C.cd_copy_op{}.ctx)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SeenPrimary)-unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Err)-unsafe.Offsetof(C.cd_copy_op{}.err)]
 	_ = [1]struct{}{}[unsafe.Sizeof(CallError{})-C.sizeof_cd_err]
+	_ = [1]struct{}{}[unsafe.Sizeof(Piece{})-C.sizeof_cd_piece]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(MemInfo{})-C.sizeof_cd_mem_info]
 	_ = [1]struct{}{}[unsafe.Offsetof(MemInfo{}.Type)-unsafe.Offsetof(C.cd_mem_info{}._type)]

@@ -666,7 +666,11 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
  * Asynchronous copy of the iov entries, in order and back to back, to
  * @a remote_addr. Buffers must stay untouched until completion.
  * Entries of length 0 are skipped (their buffer may be NULL); an operation
- * of total length 0 returns ::CUCOPY_OK.
+ * of total length 0 returns ::CUCOPY_OK. Consecutive entries that run on
+ * one CUDA context in one direction are issued together (one
+ * cuMemcpyBatchAsync on CUDA >= 13.0 drivers, one event; see
+ * CUCOPY_IOV_BATCH in docs/configuration.md), and their copies run in no
+ * set order among themselves: the entries must not overlap one another.
  * @param iovcnt 1 to cucopy_iface_attr_t::max_iov; 0 is ::CUCOPY_ERR_INVALID_PARAM.
  * @param comp   NULL, or decremented once when the whole operation finished.
  * @return ::CUCOPY_OK (finished now, no piece needed a GPU stream: host to

@@ -41,7 +41,7 @@ func cases() []copyCase {
 		return outcome{Status: st, Slot: 0, Kind: kind, Ctx: "ctx0", CtxID: "id0"}
 	}
 	with := func(o outcome, f func(*outcome)) outcome { f(&o); return o }
-	reuse := func(r *run, queried uint64, free string, op cudadrv.CopyOp) outcome {
+	reuse := func(r *run, queried uint64, free string, op cudadrv.CopyOp, more ...cudadrv.Piece) outcome {
 		s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
 		first := r.copy(h2d(r.env))
 		require.Equal(r.t, cudadrv.CopyQueued, first.Status)
@@ -54,7 +54,20 @@ func cases() []copyCase {
 		s.Queried[cudadrv.KindH2D] = queried
 		op.Flags |= cudadrv.CopyReuse
 		op.ReuseEvent, op.ReuseSeq = prev, 1
-		return r.copy(op)
+		return r.copyRun(op, more)
+	}
+	// running: an H2D piece (h0 -> d0a) on a full slot 0 with more.
+	running := func(more func(e *env) []cudadrv.Piece) func(r *run) outcome {
+		return func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			return r.copyRun(h2d(r.env), more(r.env))
+		}
+	}
+	h2dAt := func(e *env, off uint64) cudadrv.Piece {
+		return cudadrv.Piece{Src: e.h0 + off, Dst: e.d0a + off, Len: 64}
+	}
+	queuedRun := func(taken int32) outcome {
+		return with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Taken = "ev0", taken })
 	}
 	reuseOp := func(e *env, slot, kind int32) cudadrv.CopyOp {
 		op := h2d(e)
@@ -304,6 +317,51 @@ func cases() []copyCase {
 			op.Lane = 1
 			return r.copy(op)
 		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Slot, o.Event = 1, "ev1" })},
+
+		// Runs: the later pieces that go with a zcopy piece (copy.go, step 7).
+		{name: "run/three-h2d", run: running(func(e *env) []cudadrv.Piece { return []cudadrv.Piece{h2dAt(e, 64), h2dAt(e, 128)} }),
+			want: queuedRun(2)},
+		{name: "run/stops-at-d2h", run: running(func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{h2dAt(e, 64), {Src: e.d0b, Dst: e.h1, Len: 64}, h2dAt(e, 128)}
+		}), want: queuedRun(1)},
+		{name: "run/stops-at-host-host", run: running(func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.h0, Dst: e.h1, Len: 64}, h2dAt(e, 64)}
+		}), want: queuedRun(0)},
+		{name: "run/stops-at-managed", run: running(func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{h2dAt(e, 64), {Src: e.h0, Dst: e.m0, Len: 64}}
+		}), want: queuedRun(1)},
+		{name: "run/stops-at-out-of-range", run: running(func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.h0, Dst: e.d0a + bufSize - 32, Len: 64}, h2dAt(e, 64)}
+		}), want: queuedRun(0)},
+		{name: "run/stops-at-other-context", run: running(func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{h2dAt(e, 64), {Src: e.h0, Dst: e.du, Len: 64}}
+		}), want: queuedRun(1)},
+		{name: "run/stops-at-other-device", twoGPUs: true, run: running(func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.h0, Dst: e.d1, Len: 64}}
+		}), want: queuedRun(0)},
+		{name: "run/managed-first-runs-alone", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			return r.copyRun(cudadrv.CopyOp{Src: r.h0, Dst: r.m0, Len: 64}, []cudadrv.Piece{h2dAt(r.env, 64)})
+		}, want: queuedRun(0)},
+		{name: "run/d2d", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2D, "ev0")
+			return r.copyRun(cudadrv.CopyOp{Src: r.d0a, Dst: r.d0b, Len: 64},
+				[]cudadrv.Piece{{Src: r.d0a + 64, Dst: r.d0b + 64, Len: 64}, {Src: r.d0a + 128, Dst: r.d0b + 128, Len: 8}})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2D), func(o *outcome) { o.Event, o.Taken = "ev0", 2 })},
+		{name: "run/short-takes-none", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindShort, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopySync
+			return r.copyRun(op, []cudadrv.Piece{h2dAt(r.env, 64)})
+		}, want: with(at0(cudadrv.CopyDone, cudadrv.KindShort), func(o *outcome) { o.Event = "ev0" })},
+		{name: "run/need-event-takes-none", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			s.Event = 0
+			return r.copyRun(h2d(r.env), []cudadrv.Piece{h2dAt(r.env, 64)})
+		}, want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+		{name: "run/joined", run: func(r *run) outcome {
+			return reuse(r, 0, "", reuseOp(r.env, 0, cudadrv.KindH2D), h2dAt(r.env, 128))
+		}, want: with(at0(cudadrv.CopyJoined, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Taken = "ev0", 1 })},
 
 		// Driver errors (fake drivers: the real one has undefined behaviour).
 		{name: "error/stream-of-other-context", twoGPUs: true, strict: true, run: func(r *run) outcome {

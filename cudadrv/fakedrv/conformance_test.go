@@ -174,7 +174,8 @@ type outcome struct {
 	Event, SeenPrimary       string
 	Err                      string // the failed entry point, "" for none
 	Code                     uint32
-	Locked                   bool // a slot's lock is held after the call
+	Locked                   bool  // a slot's lock is held after the call
+	Taken                    int32 // pieces of more in the run
 }
 
 // run is one case on one backend: its slot table, primary table, and the
@@ -273,9 +274,12 @@ func (r *run) idName(id uint64) string {
 
 // copy runs op through the backend's Copy and names what it said; a slot
 // lock that came back held is released (the caller's part).
-func (r *run) copy(op cudadrv.CopyOp) outcome {
-	st := r.drv.Copy(r.slots, r.primary, &op)
-	o := outcome{
+func (r *run) copy(op cudadrv.CopyOp) outcome { return r.copyRun(op, nil) }
+
+// copyRun is copy with more pieces that may join op's run.
+func (r *run) copyRun(op cudadrv.CopyOp, more []cudadrv.Piece) outcome {
+	st := r.drv.Copy(r.slots, r.primary, &op, more)
+	o := outcome{Taken: op.Taken,
 		Status: st, Slot: op.Slot, Kind: op.Kind, Device: op.Device, Side: op.Side, Dir: op.Dir,
 		Ctx: r.name(uintptr(op.Ctx)), CtxID: r.idName(op.CtxID), PeerCtx: r.name(uintptr(op.PeerCtx)),
 		Event: r.name(uintptr(op.Event)), SeenPrimary: r.name(uintptr(op.SeenPrimary)), Code: op.Err.Result,

@@ -49,15 +49,21 @@ func (d *Driver) classify(ptr uint64) (mem, bool) {
 	return m, true
 }
 
-// execCtx is cd_exec_ctx.
-func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, status *cudadrv.CopyStatus) cudadrv.Context {
+// knownCtx is cd_known_ctx.
+func knownCtx(m *mem, primary []cudadrv.Context, ndevices int32) cudadrv.Context {
 	if m.ctx != 0 {
 		return m.ctx
 	}
-	if m.ordinal >= 0 && m.ordinal < int(op.NDevices) {
-		if p := cudadrv.LoadPrimary(primary, m.ordinal); p != 0 {
-			return p
-		}
+	if m.ordinal >= 0 && m.ordinal < int(ndevices) {
+		return cudadrv.LoadPrimary(primary, m.ordinal)
+	}
+	return 0
+}
+
+// execCtx is cd_exec_ctx.
+func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, status *cudadrv.CopyStatus) cudadrv.Context {
+	if c := knownCtx(m, primary, op.NDevices); c != 0 {
+		return c
 	}
 	if m.managed && op.Flags&cudadrv.CopyFallbackCtx != 0 && op.Ctx != 0 {
 		return op.Ctx
@@ -74,13 +80,52 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 	return 0
 }
 
+// extendRun is cd_extend_run: how many pieces of more run with a piece of
+// (kind, ctx, peer) whose buffers are src and dst.
+func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadrv.Context, ndevices int32, kind int32, ctx, peer cudadrv.Context) int {
+	if src.managed || dst.managed {
+		return 0
+	}
+	if len(more) > cudadrv.MaxRun-1 {
+		more = more[:cudadrv.MaxRun-1]
+	}
+	for n, p := range more {
+		s, ok1 := d.classify(p.Src)
+		t, ok2 := d.classify(p.Dst)
+		if !ok1 || !ok2 || s.managed || t.managed || s.crossesEnd(p.Src, p.Len) || t.crossesEnd(p.Dst, p.Len) ||
+			d.span(p.Src, p.Len) == nil || d.span(p.Dst, p.Len) == nil {
+			return n
+		}
+		var k int32
+		var c, pc cudadrv.Context
+		switch {
+		case s.host() && t.host():
+			return n
+		case s.host():
+			k, c = cudadrv.KindH2D, knownCtx(&t, primary, ndevices)
+		case t.host():
+			k, c = cudadrv.KindD2H, knownCtx(&s, primary, ndevices)
+		default:
+			c, pc = knownCtx(&s, primary, ndevices), knownCtx(&t, primary, ndevices)
+			k = cudadrv.KindPeer
+			if pc == c {
+				k, pc = cudadrv.KindD2D, 0
+			}
+		}
+		if k != kind || c != ctx || pc != peer {
+			return n
+		}
+	}
+	return len(more)
+}
+
 func driverErr(op *cudadrv.CopyOp, entry cudadrv.Entry, code uint32) cudadrv.CopyStatus {
 	op.Err = cudadrv.CallError{Entry: entry, Result: code}
 	return cudadrv.CopyDriverError
 }
 
 // Copy is cd_copy.
-func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp) cudadrv.CopyStatus {
+func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, more []cudadrv.Piece) cudadrv.CopyStatus {
 	d.mu.Lock()
 	if f := d.onCopy; f != nil {
 		d.mu.Unlock()
@@ -89,7 +134,7 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	defer d.mu.Unlock()
 	locked := false
-	st := d.copy(slots, primary, op, &locked)
+	st := d.copy(slots, primary, op, more, &locked)
 	if locked && st != cudadrv.CopyQueued && st != cudadrv.CopyJoined {
 		slots[op.Slot].Unlock()
 	}
@@ -97,11 +142,12 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 }
 
 // copy is Copy under d.mu; *locked says it took the slot's lock (CopyLock).
-func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, locked *bool) cudadrv.CopyStatus {
+func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, more []cudadrv.Piece, locked *bool) cudadrv.CopyStatus {
 	d.enter("Copy")
 	op.NDevices = int32(len(primary))
 	op.Err = cudadrv.CallError{Entry: cudadrv.EntryNone}
 	op.Slot = -1
+	op.Taken = 0
 	src, ok1 := d.classify(op.Src)
 	dst, ok2 := d.classify(op.Dst)
 	if !ok1 || !ok2 {
@@ -166,6 +212,15 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		}
 		id = c.id
 	}
+	sync := op.Flags&cudadrv.CopySync != 0
+	run := 0
+	if !sync && len(more) > 0 {
+		runPeer := cudadrv.Context(0)
+		if kind == cudadrv.KindPeer {
+			runPeer = peer
+		}
+		run = d.extendRun(more, &src, &dst, primary, op.NDevices, kind, ctx, runPeer)
+	}
 	s := -1
 	for i := range slots {
 		if sid, sctx, lane := slots[i].Identity(); sid == id && sctx == ctx && lane == op.Lane {
@@ -174,7 +229,6 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		}
 	}
 	op.Ctx, op.CtxID, op.Kind, op.Dir = ctx, id, kind, kind
-	sync := op.Flags&cudadrv.CopySync != 0
 	if sync {
 		op.Kind = cudadrv.KindShort
 	}
@@ -244,6 +298,22 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
 	}
 	w := &work{stream: stream, run: func() { copy(to, from) }}
+	if run > 0 {
+		// One batch (cd_copy on a driver with cuMemcpyBatchAsync): all or
+		// nothing, as the C fake's.
+		d.calls["CopyRun"]++
+		pieces := more[:run]
+		spans := make([][2][]byte, run)
+		for k, p := range pieces {
+			spans[k] = [2][]byte{d.span(p.Dst, p.Len), d.span(p.Src, p.Len)}
+		}
+		w.run = func() {
+			copy(to, from)
+			for _, sp := range spans {
+				copy(sp[0], sp[1])
+			}
+		}
+	}
 	d.pending = append(d.pending, w)
 	if sync {
 		d.syncStream(stream)
@@ -258,6 +328,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	e.item = w
 	w.events = append(w.events, event)
 	op.Event = event
+	op.Taken = int32(run)
 	if joined {
 		return cudadrv.CopyJoined
 	}

@@ -91,7 +91,8 @@ func (d *Driver) violate(code uint32, format string, args ...any) error {
 	return result("fakedrv", code)
 }
 
-// Calls is how many times method was called.
+// Calls is how many times method was called; "CopyRun" counts the Copy
+// calls that issued a run of more than one piece (one batch).
 func (d *Driver) Calls(method string) int { d.mu.Lock(); defer d.mu.Unlock(); return d.calls[method] }
 
 // Violations lists uses the real driver would reject or leave undefined.

@@ -153,6 +153,16 @@ cdResult cuMemcpyBatchAsync_v2(cdDevicePtr *dsts, cdDevicePtr *srcs, size_t *siz
         if (attr_idxs[i] <= attr_idxs[i - 1] || attr_idxs[i] >= count)
             return CD_ERROR_INVALID_VALUE;
     }
+    /* Every attribute needs a source access order (0 is
+     * CU_MEMCPY_SRC_ACCESS_ORDER_INVALID) and location hints of known types. */
+    const struct cd_memcpy_attr *a = (const struct cd_memcpy_attr *)attrs;
+    for (size_t i = 0; i < num_attrs; i++) {
+        if (a[i].src_access_order < CD_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+            a[i].src_access_order > CD_MEMCPY_SRC_ACCESS_ORDER_STREAM + 2 ||
+            a[i].src_loc_hint.type > CD_MEM_LOCATION_TYPE_HOST_NUMA ||
+            a[i].dst_loc_hint.type > CD_MEM_LOCATION_TYPE_HOST_NUMA)
+            return CD_ERROR_INVALID_VALUE;
+    }
     struct fk_op **ops = calloc(count, sizeof *ops);
     if (ops == NULL)
         return CD_ERROR_OUT_OF_MEMORY;

@@ -875,12 +875,14 @@ static void test_streams(cdContext ctx0, cdContext ctx1)
     cdDevicePtr srcs[2] = {d1 + 16, d1};
     size_t sizes[2] = {16, 16};
     size_t attr_idx = 0;
-    char attr_blob[64] = {0};
+    struct cd_memcpy_attr attr = {0};
+    struct CUmemcpyAttributes_st *attrs = (struct CUmemcpyAttributes_st *)&attr;
     memset(dst, 0, 32);
-    OK(drv.cuMemcpyBatchAsync(dsts, srcs, sizes, 2, (struct CUmemcpyAttributes_st *)attr_blob,
-                              &attr_idx, 1, s1));
-    CHECK_RC(drv.cuMemcpyBatchAsync(dsts, srcs, sizes, 2,
-                                    (struct CUmemcpyAttributes_st *)attr_blob, &attr_idx, 1, NULL),
+    CHECK_RC(drv.cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, &attr_idx, 1, s1),
+             CD_ERROR_INVALID_VALUE); /* no source access order */
+    attr.src_access_order = CD_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    OK(drv.cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, &attr_idx, 1, s1));
+    CHECK_RC(drv.cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, &attr_idx, 1, NULL),
              CD_ERROR_INVALID_VALUE);
     OK(drv.cuStreamSynchronize(s1));
     CHECK(memcmp(dst, src, 16) == 0 && memcmp(dst + 16, src, 16) == 0);

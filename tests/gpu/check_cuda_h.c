@@ -121,6 +121,7 @@
     X(CD_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_DEVICE)                \
     X(CD_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST)                    \
     X(CD_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST_NUMA)          \
+    X(CD_MEMCPY_SRC_ACCESS_ORDER_STREAM, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)    \
     X(CD_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_ALLOCATION_TYPE_PINNED)            \
     X(CD_MEM_ACCESS_FLAGS_PROT_NONE, CU_MEM_ACCESS_FLAGS_PROT_NONE)            \
     X(CD_MEM_ACCESS_FLAGS_PROT_READ, CU_MEM_ACCESS_FLAGS_PROT_READ)            \
@@ -214,6 +215,11 @@ SAME_MEMBER(cd_mem_alloc_prop, CUmemAllocationProp, alloc_flags.usage, allocFlag
 SAME_SIZE(cd_mem_access_desc, CUmemAccessDesc)
 SAME_MEMBER(cd_mem_access_desc, CUmemAccessDesc, location, location)
 SAME_MEMBER(cd_mem_access_desc, CUmemAccessDesc, flags, flags)
+SAME_SIZE(cd_memcpy_attr, CUmemcpyAttributes)
+SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, src_access_order, srcAccessOrder)
+SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, src_loc_hint, srcLocHint)
+SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, dst_loc_hint, dstLocHint)
+SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, flags, flags)
 
 struct entry {
     const char *name;

@@ -73,6 +73,7 @@ struct options {
     long iters_cap;   /* 0: no cap */
     long warmup;      /* -1: automatic */
     int window;
+    int iov; /* iov entries per zcopy (bw, rate); the raw side: as many cuMemcpyAsync */
     int concurrent;
     int stats; /* --stats: cucopy_iface_stats at the end */
     int csv;
@@ -86,6 +87,7 @@ static struct options opt = {
     .tests = (1u << TEST_COUNT) - 1,
     .warmup = -1,
     .window = 8,
+    .iov = 1,
     .current = 0,
     .target_s = 0.2,
     .timeout_s = 60.0,
@@ -232,6 +234,9 @@ static void usage(FILE *f)
             "                           measurement so that it takes about --time seconds)\n"
             "  --warmup N               untimed iterations first (default: up to 16, ~50 ms)\n"
             "  --window W               outstanding zcopy ops for bw and rate (default 8)\n"
+            "  --iov N                  bw and rate: each op is N iov entries of size/N bytes\n"
+            "                           (sizes must be multiples of N; default 1); raw: N\n"
+            "                           cuMemcpyAsync and one cuEventRecord per op\n"
             "  --time SEC               target time per measurement (default 0.2)\n"
             "  --timeout SEC            a loop running longer is reported as hung (default 60)\n"
             "  --concurrent             bw and rate on all chosen devices (all pairs for peer)\n"
@@ -378,7 +383,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
+        O_WINDOW, O_IOV, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -390,6 +395,7 @@ static void parse_options(int argc, char **argv)
         {"iters", required_argument, NULL, O_ITERS},
         {"warmup", required_argument, NULL, O_WARMUP},
         {"window", required_argument, NULL, O_WINDOW},
+        {"iov", required_argument, NULL, O_IOV},
         {"time", required_argument, NULL, O_TIME},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
@@ -457,6 +463,11 @@ static void parse_options(int argc, char **argv)
             if (opt.window > 65536)
                 die("--window too large");
             break;
+        case O_IOV:
+            opt.iov = (int)parse_long("--iov", optarg, 1);
+            if (opt.iov > 64)
+                die("--iov %d: at most 64 (cucopy_iface_attr_t max_iov)", opt.iov);
+            break;
         case O_TIME:
             opt.target_s = parse_double("--time", optarg);
             break;
@@ -509,6 +520,11 @@ static void parse_options(int argc, char **argv)
                 opt.rate_sizes[opt.nrate_sizes++] = opt.sizes[i];
         if (opt.nrate_sizes == 0)
             opt.rate_sizes[opt.nrate_sizes++] = 8;
+    }
+    for (int i = 0; i < opt.nsizes + opt.nrate_sizes && opt.iov > 1; i++) {
+        size_t size = i < opt.nsizes ? opt.sizes[i] : opt.rate_sizes[i - opt.nsizes];
+        if (size % (size_t)opt.iov != 0)
+            die("--iov %d: size %zu is not a multiple of it", opt.iov, size);
     }
 }
 
@@ -878,16 +894,19 @@ static cucopy_status_t cu_short(const struct lane *ln, size_t size)
     return cucopy_ep_put_short(ep, (const void *)(uintptr_t)ln->src, size, ln->dst);
 }
 
+/* A zcopy of size bytes as opt.iov entries, back to back on both sides. */
 static cucopy_status_t cu_zcopy(const struct lane *ln, size_t size, cucopy_completion_t *comp)
 {
-    cucopy_iov_t iov;
-    iov.length = size;
-    if (ln->is_get) {
-        iov.buffer = (void *)(uintptr_t)ln->dst;
-        return cucopy_ep_get_zcopy(ep, &iov, 1, ln->src, comp);
+    cucopy_iov_t iov[64];
+    size_t piece = size / (size_t)opt.iov;
+    uint64_t local = ln->is_get ? ln->dst : ln->src;
+    for (int k = 0; k < opt.iov; k++) {
+        iov[k].buffer = (void *)(uintptr_t)(local + (uint64_t)k * piece);
+        iov[k].length = piece;
     }
-    iov.buffer = (void *)(uintptr_t)ln->src;
-    return cucopy_ep_put_zcopy(ep, &iov, 1, ln->dst, comp);
+    if (ln->is_get)
+        return cucopy_ep_get_zcopy(ep, iov, (size_t)opt.iov, ln->src, comp);
+    return cucopy_ep_put_zcopy(ep, iov, (size_t)opt.iov, ln->dst, comp);
 }
 
 static int cu_lat(struct measurement *m, long n, double *secs)
@@ -1167,10 +1186,15 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
                 ln->completed++;
             }
             while (ln->issued < n && ln->issued - ln->completed < W) {
-                if ((r = td.cuMemcpyAsync(ln->dst, ln->src, m->size, ln->stream)) != CD_SUCCESS) {
-                    drv_error("cuMemcpyAsync", r);
-                    rc = -1;
-                    goto out;
+                size_t piece = m->size / (size_t)opt.iov;
+                for (int k = 0; k < opt.iov; k++) {
+                    uint64_t off = (uint64_t)k * piece;
+                    if ((r = td.cuMemcpyAsync(ln->dst + off, ln->src + off, piece, ln->stream)) !=
+                        CD_SUCCESS) {
+                        drv_error("cuMemcpyAsync", r);
+                        rc = -1;
+                        goto out;
+                    }
                 }
                 if ((r = td.cuEventRecord(ln->events[ln->issued % W], ln->stream)) != CD_SUCCESS) {
                     drv_error("cuEventRecord", r);
@@ -1320,6 +1344,11 @@ static void print_header(void)
     printf("# window %d, iterations %s, warmup %s, target %.3g s per measurement%s\n",
            opt.window, iters, warm, opt.target_s,
            opt.concurrent ? ", bw/rate: all devices at once (aggregate)" : "");
+    if (opt.iov > 1)
+        printf("# bw/rate: each op is %d iov entries of size/%d bytes (raw: %d cuMemcpyAsync, "
+               "one cuEventRecord); CUCOPY_IOV_BATCH=%s\n",
+               opt.iov, opt.iov, opt.iov,
+               getenv("CUCOPY_IOV_BATCH") ? getenv("CUCOPY_IOV_BATCH") : "auto");
     printf("# host memory: pinned = cuMemHostAlloc(PORTABLE), pageable = posix_memalign, "
            "registered = posix_memalign + cucopy_mem_reg (raw runs on the same buffer); "
            "h2d: put, d2h: get\n");
