@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# The OpenACC example on a GPU machine, under its own MPI (not CUDA-aware),
+# The OpenACC examples on a GPU machine, under its own MPI (not CUDA-aware),
 # with and without the interposer:
 #
 #   tests/gpu/openacc.sh BUILD_DIR
 #
-# BUILD_DIR/openacc holds halo_acc (built on the development machine with
-# gcc -fopenacc -foffload=nvptx-none; `make openacc`) and that machine's
-# libgomp.so.1 and libgomp-plugin-nvptx.so.1, which go first on
-# LD_LIBRARY_PATH (the GPU machine's own libgomp may lack the nvptx plugin
-# or be another GCC's). Without the shim the program must fail (MPI touches
-# device memory from the CPU); with it, it must verify on the GPU.
+# BUILD_DIR/openacc holds halo_acc (C) and, when Fortran was built,
+# halo_acc_f (`use mpi`) and halo_acc_f08 (`use mpi_f08`), all built on the
+# development machine with GCC's -fopenacc -foffload=nvptx-none (`make
+# build`), and that machine's libgomp.so.1 and libgomp-plugin-nvptx.so.1,
+# which go first on LD_LIBRARY_PATH (the GPU machine's own libgomp may lack
+# the nvptx plugin or be another GCC's; libgfortran and the MPI are the GPU
+# machine's). Each program without the shim must fail (MPI touches device
+# memory from the CPU); with it, it must verify on the GPU with 2 and 3
+# ranks. A program that was not built is reported SKIP (the C one: FAIL).
 set -uo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 unset CUCOPY_CUDA_DRIVER FAKECUDA_DEVICES FAKECUDA_DELAY_US
 export LD_LIBRARY_PATH=$build/openacc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 run() { timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$1" -x LD_LIBRARY_PATH "${@:2}" 2>&1; }
 failed=0
-out=$(run 2 "$build/openacc/halo_acc"); rc=$?
-if [[ $rc -ne 0 ]]; then echo "PASS  halo_acc without the shim fails (exit $rc)"; else echo "FAIL  halo_acc without the shim passed"; failed=1; fi
-printf '%s\n' "$out" | tail -n 5 | sed 's/^/    /'
-for n in 2 3; do
-    out=$(run "$n" -x CUCOPY_MPI_STATS=1 -x "LD_PRELOAD=$build/lib/libcucopy_mpi.so" "$build/openacc/halo_acc"); rc=$?
-    if [[ $rc -eq 0 ]] && grep -q "halo_acc: OK.*OpenACC device: nvidia" <<<"$out"; then
-        echo "PASS  halo_acc with the shim, $n ranks"
-    else
-        echo "FAIL  halo_acc with the shim, $n ranks (exit $rc)"; failed=1
+for prog in halo_acc halo_acc_f halo_acc_f08; do
+    if [[ ! -x $build/openacc/$prog ]]; then
+        if [[ $prog == halo_acc ]]; then
+            echo "FAIL  $prog not built ($build/openacc/$prog)"; failed=1
+        else
+            echo "SKIP  $prog not built (no Fortran OpenACC offload or MPI Fortran binding)"
+        fi
+        continue
     fi
-    printf '%s\n' "$out" | tail -n 6 | sed 's/^/    /'
+    out=$(run 2 "$build/openacc/$prog"); rc=$?
+    if [[ $rc -ne 0 ]]; then echo "PASS  $prog without the shim fails (exit $rc)"; else echo "FAIL  $prog without the shim passed"; failed=1; fi
+    printf '%s\n' "$out" | tail -n 5 | sed 's/^/    /'
+    for n in 2 3; do
+        out=$(run "$n" -x CUCOPY_MPI_STATS=1 -x "LD_PRELOAD=$build/lib/libcucopy_mpi.so" "$build/openacc/$prog"); rc=$?
+        if [[ $rc -eq 0 ]] && grep -q "$prog: OK.*OpenACC device: nvidia" <<<"$out"; then
+            echo "PASS  $prog with the shim, $n ranks"
+        else
+            echo "FAIL  $prog with the shim, $n ranks (exit $rc)"; failed=1
+        fi
+        printf '%s\n' "$out" | tail -n 6 | sed 's/^/    /'
+    done
 done
 exit $failed
