@@ -76,7 +76,7 @@ test: build ## Go vet + tests (race on core, cudadrv), then the CTest suite (fak
 	rest=$$(grep -vE '$(RACE_PKGS)' <<<"$$all" || true); \
 	if [ -z "$$all" ]; then echo "test: no Go packages yet"; exit 0; fi; \
 	set -x; \
-	$(GO) vet ./...; \
+	$(GO) vet ./...; $(GO) vet -tags cucopy_testhooks ./capi; \
 	if [ -n "$$race" ]; then $(GO) test -race $$race; fi; \
 	if [ -n "$$rest" ]; then $(GO) test $$rest; fi
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2

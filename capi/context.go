@@ -33,8 +33,6 @@ func getenv(name string) string {
 	return ""
 }
 
-// testFaultSink keeps the deliberate nil dereferences of CUCOPY_TEST_FAULT
-
 //export cucopyGoContextCreate
 func cucopyGoContextCreate(params *C.cucopy_context_params_t, wantOut C.int, out *C.uint64_t) (rc C.int) {
 	const op = "context_create"

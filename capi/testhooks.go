@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 
+//go:build cucopy_testhooks
+
 // Test hooks: CUCOPY_TEST_FAULT makes an export dereference nil on purpose,
 // so that tests/c/test_signal_recovery can check that a fault inside the
 // library comes back as CUCOPY_ERR_INTERNAL under a host's signal handlers.
 //
-// They stay in the shipped library: that test (and tests/run-gpu.sh on real
-// GPUs) must exercise the very .so programs load, with its signal
-// dispatcher, and leaving them out of releases would need a second
-// c-shared build that is tested instead of the one shipped. Their cost is
-// one getenv in cucopy_context_create and one atomic load per
-// cucopy_iface_progress; unset or any other value does nothing.
+// Only in the test build (go build -tags cucopy_testhooks:
+// BUILD_DIR/testhooks/libcucopy.so.0, which that test loads through
+// LD_LIBRARY_PATH); the library that is installed and that every other
+// test loads has testhooks_release.go instead, and CTest
+// release_without_test_hooks checks that it does not know the variable.
+// The two differ in these two functions only. Unset or any other value
+// does nothing.
 
 package main
 

@@ -74,6 +74,14 @@ command -v timeout >/dev/null 2>&1 && have_timeout=1
 logdir=$build/run-gpu-logs
 mkdir -p "$logdir"
 
+# Tests that inject faults inside the library load the test build
+# (BUILD_DIR/testhooks, tests/c/CMakeLists.txt); every other one the release
+# library its RUNPATH names.
+hooked=" "
+if [[ -f $build/tests/c/testhooks.txt ]]; then
+    hooked=" $(tr '\n' ' ' <"$build/tests/c/testhooks.txt")"
+fi
+
 pass=0 fail=0 skip=0
 failed=()
 for t in "${tests[@]}"; do
@@ -85,11 +93,13 @@ for t in "${tests[@]}"; do
         fail=$((fail + 1)); failed+=("$name")
         continue
     fi
+    libpath=${LD_LIBRARY_PATH:-}
+    [[ $hooked == *" $name "* ]] && libpath=$build/testhooks${libpath:+:$libpath}
     start=$(date +%s)
     if [[ $have_timeout -eq 1 ]]; then
-        (cd "$build/bin" && timeout "$timeout_s" "$exe") >"$log" 2>&1
+        (cd "$build/bin" && LD_LIBRARY_PATH=$libpath timeout "$timeout_s" "$exe") >"$log" 2>&1
     else
-        (cd "$build/bin" && "$exe") >"$log" 2>&1
+        (cd "$build/bin" && LD_LIBRARY_PATH=$libpath "$exe") >"$log" 2>&1
     fi
     rc=$?
     secs=$(( $(date +%s) - start ))
