@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "mpi_prog.h"
+
 static int rank, nranks, failures;
 
 #define CHECK(cond, ...)                                                                \
@@ -31,26 +33,12 @@ static int rank, nranks, failures;
         }                                                                               \
     } while (0)
 
-/* 1 when a mapping of this process names @p what. */
-static int mapped(const char *what)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (f == NULL)
-        return -1;
-    char line[4096];
-    int found = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        found |= strstr(line, what) != NULL;
-    fclose(f);
-    return found;
-}
-
 static void check_maps(int expect_shim, const char *when)
 {
-    CHECK(mapped("libcucopy.so") == 0, "%s: libcucopy.so.0 is mapped", when);
-    CHECK(mapped("libcuda.so") == 0, "%s: a libcuda is mapped", when);
+    CHECK(mpi_prog_mapped("libcucopy.so") == 0, "%s: libcucopy.so.0 is mapped", when);
+    CHECK(mpi_prog_mapped("libcuda.so") == 0, "%s: a libcuda is mapped", when);
     /* libcucopy_mpi.so or libcucopy_mpi_mpich.so */
-    CHECK(mapped("/libcucopy_mpi") == expect_shim, "%s: libcucopy_mpi*.so %s", when,
+    CHECK(mpi_prog_mapped("/libcucopy_mpi") == expect_shim, "%s: libcucopy_mpi*.so %s", when,
           expect_shim ? "is not mapped (no LD_PRELOAD?)" : "is mapped");
 }
 

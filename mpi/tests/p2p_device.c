@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi_prog.h"
 #include "testdrv.h"
 
 static int rank, nranks, ndev, provided;
@@ -39,18 +40,7 @@ static cdContext primary[2];
         }                                                                             \
     } while (0)
 
-#define MPI_OK(call)                                                                      \
-    do {                                                                                  \
-        int rc_ = (call);                                                                 \
-        if (rc_ != MPI_SUCCESS) {                                                         \
-            char s_[MPI_MAX_ERROR_STRING];                                                \
-            int l_ = 0;                                                                   \
-            MPI_Error_string(rc_, s_, &l_);                                               \
-            fprintf(stderr, "p2p_device: rank %d: FAILED at %s:%d: %s: %s\n", rank,       \
-                    __FILE__, __LINE__, #call, s_);                                       \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                 \
-        }                                                                                 \
-    } while (0)
+#define MPI_OK(call) MPI_OK_OR_ABORT("p2p_device", rank, call)
 
 /* ---- device memory through the raw driver ------------------------------------- */
 
