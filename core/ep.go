@@ -283,6 +283,9 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first
 			}
 			return st, errorf(ErrOutOfRange, api, "%s range [0x%x, +%d) crosses the end of its allocation", which, addr, req.Len)
 		case cudadrv.CopyDriverError:
+			if req.Detached != 0 {
+				i.giveBackDetached(req)
+			}
 			return st, driverError(api, "", i.drv.Error(req.Err))
 		default:
 			if err := i.prepare(api, st, req); err != nil {
@@ -294,20 +297,42 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first
 
 // queuePiece books a piece (and its run) the driver layer queued for op and
 // refills the slot's free event, under the slot's lock that Copy handed
-// over; it releases it (also if it panics).
+// over; it releases it (also if it panics), and then counts a detached
+// piece out of the slot's users (cudadrv/copy.go, step 8).
 func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool, run []cudadrv.Piece) {
 	s := int(req.Slot)
+	if req.Detached != 0 {
+		defer i.slots[s].DoneUser() // after the unlock: a hidden slot waits for it
+	}
 	defer i.unlockSlot(s)
 	r := &i.res[s]
 	q := &r.queues[req.Kind]
 	q.push(req.Event, op)
 	req.ReuseSeq = q.issued
-	i.slots[s].Event = 0
-	if n := len(r.free); n > 0 {
+	// A detached piece took the event while it copied without the lock,
+	// and another copy may have had the slot refilled since.
+	if i.slots[s].Event == req.Event {
+		i.slots[s].Event = 0
+	}
+	if n := len(r.free); n > 0 && i.slots[s].Event == 0 {
 		i.slots[s].Event = r.free[n-1]
 		r.free = r.free[:n-1]
 	}
 	i.countCopy(req, first, run)
+}
+
+// giveBackDetached returns the event of a detached piece that failed to
+// its slot, then counts the piece out of the slot's users.
+func (i *Iface) giveBackDetached(req *cudadrv.CopyOp) {
+	s := int(req.Slot)
+	defer i.slots[s].DoneUser()
+	i.lockSlot(s)
+	defer i.unlockSlot(s)
+	if i.slots[s].Event == 0 {
+		i.slots[s].Event = req.Event
+	} else {
+		i.res[s].free = append(i.res[s].free, req.Event)
+	}
 }
 
 // waitQueued waits for pieces already issued by an operation that then

@@ -7,11 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv/fakedrv"
 )
 
 // Several goroutines issue zcopies on their own endpoints while others run
@@ -165,7 +167,8 @@ func betweenPieces(t *testing.T, maxEvents uint32, between func(*rig)) (*rig, co
 		p.MaxEvents = maxEvents
 	})
 	const n = 4096
-	host, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
+	// Pinned: pageable memory would be issued detached, which never joins.
+	host, dev := r.drv.AllocHost(n, true), r.drv.AllocDevice(0, n)
 	want := fill(r.drv, host, n, 3)
 	require.Equal(t, core.InProgress, r.put(host, dev, 16, 1))
 	r.drv.Run()
@@ -401,4 +404,103 @@ func TestMultiJoinAfterUnfinishedQuery(t *testing.T) {
 	_, got := r.progress()
 	assert.Equal(t, []done{{2, core.OK}}, got)
 	eqBytes(t, want, r.drv.Bytes(dev, len(want)))
+}
+
+// A zcopy with pageable host memory on a multi-thread iface is enqueued
+// without the slot's lock (the real driver stages such a copy inside the
+// enqueue call, for milliseconds): while it is "blocked" there, another
+// thread issues on the same slot, and progress completes that thread's copy.
+// Both operations complete once, every byte lands and every event comes back.
+func TestMultiPageableEnqueueHoldsNoLock(t *testing.T) {
+	r := newRig(t, 1, func(p *core.IfaceParams) { p.ThreadMode = core.ThreadMulti })
+	const n = 4096
+	pageable, pinned, dev := r.drv.Pageable(n), r.drv.AllocHost(n, true), r.drv.AllocDevice(0, 2*n)
+	want := append(fill(r.drv, pageable, n, 1), fill(r.drv, pinned, n, 2)...)
+	// Three in flight: the slot, its stream and three events exist, one
+	// the slot's free event and two in its pool, so the copy issued during
+	// the enqueue refills the slot from the pool.
+	for k := uintptr(7); k < 10; k++ {
+		require.Equal(t, core.InProgress, r.put(pinned, dev+n, n, k))
+	}
+	r.drv.Run()
+	_, got := r.progress()
+	require.Equal(t, []done{{7, core.OK}, {8, core.OK}, {9, core.OK}}, got)
+
+	var inside []done
+	hook := sync.Once{}
+	r.drv.OnDetached(func() {
+		hook.Do(func() {
+			finished := make(chan core.Status, 1)
+			go func() { finished <- r.put(pinned, dev+n, n, 2) }() // same context and lane: same slot
+			select {
+			case st := <-finished:
+				assert.Equal(t, core.InProgress, st)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a copy on the slot waited for the detached enqueue")
+			}
+			r.drv.Run()
+			_, inside = r.progress()
+		})
+	})
+	require.Equal(t, core.InProgress, r.put(pageable, dev, n, 1))
+	r.drv.OnDetached(nil)
+	assert.Equal(t, []done{{2, core.OK}}, inside, "progress ran on the slot during the enqueue")
+	r.drv.Run()
+	_, got = r.progress()
+	assert.Equal(t, []done{{1, core.OK}}, got)
+	eqBytes(t, want, r.drv.Bytes(dev, 2*n))
+	assert.Equal(t, 3, r.drv.Calls("EventCreate"), "no event was lost or created since")
+	r.close()
+	assert.Zero(t, r.drv.LiveEvents(), "every event came back and was destroyed")
+}
+
+// A release of the context while a detached enqueue runs waits for it to be
+// booked, then waits for the copy: the operation completes OK and no stream
+// or event is used after it was destroyed (the rig counts violations).
+func TestMultiReleaseDuringDetachedEnqueue(t *testing.T) {
+	r := newRig(t, 1, func(p *core.IfaceParams) { p.ThreadMode = core.ThreadMulti })
+	const n = 4096
+	pageable, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
+	want := fill(r.drv, pageable, n, 5)
+	released := make(chan error, 1)
+	r.drv.OnDetached(func() {
+		go func() { released <- r.ifc.ReleaseContext(r.drv.ID(r.drv.Primary(0))) }()
+		select {
+		case err := <-released:
+			t.Errorf("the release returned (%v) while the piece was not booked yet", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	})
+	require.Equal(t, core.InProgress, r.put(pageable, dev, n, 3))
+	r.drv.OnDetached(nil)
+	r.drv.Run()
+	select {
+	case err := <-released:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the release never returned")
+	}
+	_, got := r.progress()
+	assert.Equal(t, []done{{3, core.OK}}, got)
+	eqBytes(t, want, r.drv.Bytes(dev, n))
+}
+
+// A detached enqueue that fails gives its event back: the next copy needs
+// no new one.
+func TestMultiDetachedFailureGivesEventBack(t *testing.T) {
+	r := newRig(t, 1, func(p *core.IfaceParams) { p.ThreadMode = core.ThreadMulti })
+	const n = 4096
+	pageable, dev := r.drv.Pageable(n), r.drv.AllocDevice(0, n)
+	want := fill(r.drv, pageable, n, 6)
+	r.drv.Fail("Copy", 1, fakedrv.ErrIllegalAddress)
+	st, err := r.ep.Zcopy(true, []core.IOV{{Buffer: uintptr(pageable), Length: n}}, dev, 4)
+	errStatus(t, core.ErrCUDA, err)
+	assert.Equal(t, core.ErrCUDA, st)
+	created := r.drv.Calls("EventCreate")
+	require.Equal(t, core.InProgress, r.put(pageable, dev, n, 5))
+	assert.Equal(t, created, r.drv.Calls("EventCreate"), "the failed piece's event was reused")
+	r.drv.Run()
+	_, got := r.progress()
+	assert.Equal(t, []done{{5, core.OK}}, got)
+	eqBytes(t, want, r.drv.Bytes(dev, n))
 }

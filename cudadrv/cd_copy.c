@@ -147,8 +147,16 @@ static uintptr_t cd_exec_ctx(const cd_mem *m, const uintptr_t *primary, cd_copy_
 typedef struct cd_run {
     const cd_piece *more;
     int32_t n;
+    int32_t blocking; /* a piece has pageable host memory: the enqueue may block */
     struct cd_memcpy_attr attr;
 } cd_run;
+
+/* Host memory CUDA does not know: a copy from or to it is staged by the
+ * driver inside the enqueue call, which can take milliseconds. */
+static int cd_pageable(const cd_mem *m)
+{
+    return cd_is_host(m) && m->type == 0;
+}
 
 static struct cd_mem_location cd_location(const cd_mem *m)
 {
@@ -166,6 +174,7 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
 {
     run->more = more;
     run->n = 0;
+    run->blocking = cd_pageable(src) || cd_pageable(dst);
     run->attr = (struct cd_memcpy_attr){CD_MEMCPY_SRC_ACCESS_ORDER_STREAM, cd_location(src),
                                         cd_location(dst), 0};
     if (src->managed || dst->managed)
@@ -198,6 +207,7 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
         }
         if (k != kind || c != ctx || pc != peer)
             return;
+        run->blocking |= cd_pageable(&s) || cd_pageable(&d);
     }
 }
 
@@ -268,16 +278,22 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     if (slot->fence & (1u << op->kind))
         return CD_COPY_NEED_FENCE;
     int sync = (op->flags & CD_COPY_SYNC) != 0;
+    /* A zcopy whose enqueue may block detaches (copy.go, step 8): it never
+     * joins (progress may query that entry meanwhile) and takes the event. */
+    int detach = *locked && !sync && run->blocking;
     /* Join only while progress has not queried that entry (copy.go, step 7). */
-    int joined = !sync && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&
+    int joined = !sync && !detach && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&
                  op->reuse_kind == op->kind && op->reuse_seq > slot->queried[op->kind];
     cdEvent event = joined ? (cdEvent)op->reuse_event : (cdEvent)slot->event;
     if (!sync && event == NULL)
         return CD_COPY_NEED_EVENT;
-    if (sync && *locked) {
+    if (detach)
+        slot->event = 0; /* this piece's now: Go refills the slot */
+    if ((sync || detach) && *locked) {
         __atomic_add_fetch(&slot->users, 1, __ATOMIC_RELAXED);
         cd_slot_unlock(slot);
         *locked = 0;
+        op->detached = detach;
     }
 
     int pushed = 0;
@@ -307,11 +323,17 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
             op->taken = run->n;
             if (sync && (op->flags & CD_COPY_LOCK))
                 __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+            if (detach) { /* booked under the lock; Go counts the user out after */
+                cd_slot_lock(slot);
+                *locked = 1;
+            }
             return sync ? CD_COPY_DONE : joined ? CD_COPY_JOINED : CD_COPY_QUEUED;
         }
     }
     if (sync && (op->flags & CD_COPY_LOCK))
         __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+    if (detach)
+        op->event = (uintptr_t)event; /* for Go to give back, then count the user out */
     return CD_COPY_DRIVER_ERROR;
 }
 
@@ -324,6 +346,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     op->err.result = CD_SUCCESS;
     op->slot = -1;
     op->taken = 0;
+    op->detached = 0;
     CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->src, &src));
     CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->dst, &dst));
     if (cd_crosses_end(&src, op->src, op->len)) {
@@ -374,7 +397,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     /* The run is found before the slot's lock is taken: its pointer queries
      * cost about as much as the issue itself. */
-    cd_run run = {NULL, 0, {0}};
+    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), {0}};
     if (!(op->flags & CD_COPY_SYNC) && nmore > 0)
         cd_extend_run(&run, more, nmore, &src, &dst, primary, op->ndevices, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);

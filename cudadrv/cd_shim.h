@@ -130,7 +130,8 @@ typedef struct cd_copy_op {
     int32_t lane;
     int32_t dir; /* out: the direction kind, also of a short copy (kind is SHORT then) */
     /* out */
-    int32_t taken; /* pieces of `more` issued in the run of this one */
+    int32_t taken;    /* pieces of `more` issued in the run of this one */
+    int32_t detached; /* issued without the slot's lock, as a user of the slot (copy.go) */
     int32_t slot;
     int32_t kind;
     int32_t device;

@@ -71,7 +71,18 @@ package cudadrv
 //     synchronized, so no copy runs on the caller's buffers after an
 //     error) or cuStreamSynchronize (CopySync), pop if pushed. A short copy
 //     with CopyLock gives the lock up first and counts itself a user of
-//     the slot (Slot.WaitUsers). Outcomes: CopyDone (short), CopyQueued
+//     the slot (Slot.WaitUsers). So does, with CopyLock, a zcopy piece
+//     whose run has pageable host memory (CUDA does not know it: the
+//     driver stages it inside the enqueue, which can block for
+//     milliseconds, and no thread may spin on a lock held meanwhile): it
+//     never joins, takes Slot.Event and sets Slot.Event to 0 before it
+//     gives the lock up, and sets Detached. Issued, it takes the lock
+//     again for the caller as for any CopyQueued; the caller books the
+//     piece (refilling Slot.Event only if it is still 0), releases the
+//     lock and then counts itself out of the users (Slot.DoneUser). On
+//     CopyDriverError it returns without the lock, Event the event it
+//     took, for the caller to give back before counting itself out.
+//     Outcomes: CopyDone (short), CopyQueued
 //     (Event is Slot.Event, now recorded after the piece: the caller pushes
 //     it on the context's queue Kind, whose sequence number becomes the
 //     next piece's ReuseSeq, and refills Slot.Event), CopyJoined (Event is
@@ -148,6 +159,7 @@ type CopyOp struct {
 	Dir           int32  // out: the direction kind (KindH2D to KindPeer), also of a short copy, whose Kind is KindShort
 	// Out (Ctx is also in, with CopyFallbackCtx).
 	Taken       int32 // CopyQueued, CopyJoined: the pieces of more issued in this piece's run
+	Detached    int32 // 1: issued as a user of the slot without its lock (step 8)
 	Slot        int32
 	Kind        int32
 	Device      int32

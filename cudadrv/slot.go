@@ -113,12 +113,13 @@ func (s *Slot) SetIdentity(id uint64, ctx Context, lane int32) {
 	atomic.StoreUintptr((*uintptr)(&s.Ctx), uintptr(ctx))
 }
 
-// AddUser and DoneUser count a short copy that runs on the slot without its
-// lock (fake drivers; cd_copy does the same in C).
+// AddUser and DoneUser count a copy that runs on the slot without its lock:
+// a short copy (fake drivers; cd_copy does the same in C) and a detached
+// zcopy piece, whose caller counts itself out (copy.go, step 8).
 func (s *Slot) AddUser()  { atomic.AddInt32(&s.users, 1) }
 func (s *Slot) DoneUser() { atomic.AddInt32(&s.users, -1) }
 
-// WaitUsers waits until no short copy runs on the slot: a slot hidden from
+// WaitUsers waits until no copy runs on the slot unlocked: a slot hidden from
 // lookups (SetIdentity(0, 0, 0)) then has no copy in flight outside its queues.
 func (s *Slot) WaitUsers() {
 	for atomic.LoadInt32(&s.users) != 0 {

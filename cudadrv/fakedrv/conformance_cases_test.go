@@ -265,17 +265,50 @@ func cases() []copyCase {
 		}, want: needSlot(cudadrv.KindH2D, "ctx0", "id0")},
 
 		// CopyLock: the slot's lock comes back held on Queued and Joined only.
+		// (Pinned host memory: pageable memory detaches, below.)
 		{name: "lock/queued-held", run: func(r *run) outcome {
 			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
 			op := h2d(r.env)
-			op.Flags = cudadrv.CopyLock
+			op.Src, op.Flags = r.p0, cudadrv.CopyLock
 			return r.copy(op)
 		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked = "ev0", true })},
 		{name: "lock/joined-held", run: func(r *run) outcome {
 			op := reuseOp(r.env, 0, cudadrv.KindH2D)
-			op.Flags = cudadrv.CopyLock
+			op.Src, op.Flags = r.p0+64, cudadrv.CopyLock
 			return reuse(r, 0, "", op)
 		}, want: with(at0(cudadrv.CopyJoined, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked = "ev0", true })},
+
+		// Pageable memory with CopyLock detaches: the enqueue runs without
+		// the lock, as a user of the slot, with the slot's event taken.
+		{name: "lock/pageable-detaches", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock
+			o := r.copy(op)
+			assert.Zero(r.t, s.Event, "the piece took the slot's event")
+			return o
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked, o.Detached = "ev0", true, 1 })},
+		{name: "lock/pageable-never-joins", run: func(r *run) outcome {
+			op := reuseOp(r.env, 0, cudadrv.KindH2D)
+			op.Flags = cudadrv.CopyLock
+			return reuse(r, 0, "ev1", op)
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked, o.Detached = "ev1", true, 1 })},
+		{name: "lock/pageable-in-run", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.Src, op.Flags = r.p0, cudadrv.CopyLock
+			return r.copyRun(op, []cudadrv.Piece{h2dAt(r.env, 64)})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Locked, o.Detached, o.Taken = "ev0", true, 1, 1 })},
+		{name: "lock/pageable-error-unlocked", strict: true, run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			r.poison(r.ctx[0], cudadrv.ErrorIllegalAddress)
+			defer r.poison(r.ctx[0], 0)
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyLock
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyDriverError, cudadrv.KindH2D), func(o *outcome) {
+			o.Err, o.Code, o.Event, o.Detached = "cuMemcpyAsync", cudadrv.ErrorIllegalAddress, "ev0", 1
+		})},
 		{name: "lock/need-event-released", run: func(r *run) outcome {
 			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindH2D] = r.stream(r.ctx[0])
 			op := h2d(r.env)

@@ -176,6 +176,7 @@ type outcome struct {
 	Code                     uint32
 	Locked                   bool  // a slot's lock is held after the call
 	Taken                    int32 // pieces of more in the run
+	Detached                 int32 // issued without the slot's lock
 }
 
 // run is one case on one backend: its slot table, primary table, and the
@@ -279,7 +280,10 @@ func (r *run) copy(op cudadrv.CopyOp) outcome { return r.copyRun(op, nil) }
 // copyRun is copy with more pieces that may join op's run.
 func (r *run) copyRun(op cudadrv.CopyOp, more []cudadrv.Piece) outcome {
 	st := r.drv.Copy(r.slots, r.primary, &op, more)
-	o := outcome{Taken: op.Taken,
+	if op.Detached != 0 {
+		r.slots[op.Slot].DoneUser() // the caller's part (copy.go, step 8)
+	}
+	o := outcome{Taken: op.Taken, Detached: op.Detached,
 		Status: st, Slot: op.Slot, Kind: op.Kind, Device: op.Device, Side: op.Side, Dir: op.Dir,
 		Ctx: r.name(uintptr(op.Ctx)), CtxID: r.idName(op.CtxID), PeerCtx: r.name(uintptr(op.PeerCtx)),
 		Event: r.name(uintptr(op.Event)), SeenPrimary: r.name(uintptr(op.SeenPrimary)), Code: op.Err.Result,

@@ -28,6 +28,9 @@ type mem struct {
 // its AllocHost memory, which has no context, is host memory.
 func (m *mem) host() bool { return !m.managed && m.typ != memTypeDevice }
 
+// pageable is cd_pageable: host memory CUDA does not know.
+func (m *mem) pageable() bool { return m.host() && m.typ == 0 }
+
 // crossesEnd is cd_crosses_end.
 func (m *mem) crossesEnd(ptr, n uint64) bool {
 	if m.host() || m.size == 0 || ptr < m.start {
@@ -81,10 +84,11 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 }
 
 // extendRun is cd_extend_run: how many pieces of more run with a piece of
-// (kind, ctx, peer) whose buffers are src and dst.
-func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadrv.Context, ndevices int32, kind int32, ctx, peer cudadrv.Context) int {
+// (kind, ctx, peer) whose buffers are src and dst, and whether one of those
+// has pageable memory.
+func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadrv.Context, ndevices int32, kind int32, ctx, peer cudadrv.Context) (n int, pageable bool) {
 	if src.managed || dst.managed {
-		return 0
+		return 0, false
 	}
 	if len(more) > cudadrv.MaxRun-1 {
 		more = more[:cudadrv.MaxRun-1]
@@ -94,13 +98,13 @@ func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadr
 		t, ok2 := d.classify(p.Dst)
 		if !ok1 || !ok2 || s.managed || t.managed || s.crossesEnd(p.Src, p.Len) || t.crossesEnd(p.Dst, p.Len) ||
 			d.span(p.Src, p.Len) == nil || d.span(p.Dst, p.Len) == nil {
-			return n
+			return n, pageable
 		}
 		var k int32
 		var c, pc cudadrv.Context
 		switch {
 		case s.host() && t.host():
-			return n
+			return n, pageable
 		case s.host():
 			k, c = cudadrv.KindH2D, knownCtx(&t, primary, ndevices)
 		case t.host():
@@ -113,10 +117,11 @@ func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadr
 			}
 		}
 		if k != kind || c != ctx || pc != peer {
-			return n
+			return n, pageable
 		}
+		pageable = pageable || s.pageable() || t.pageable()
 	}
-	return len(more)
+	return len(more), pageable
 }
 
 func driverErr(op *cudadrv.CopyOp, entry cudadrv.Entry, code uint32) cudadrv.CopyStatus {
@@ -147,7 +152,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	op.NDevices = int32(len(primary))
 	op.Err = cudadrv.CallError{Entry: cudadrv.EntryNone}
 	op.Slot = -1
-	op.Taken = 0
+	op.Taken, op.Detached = 0, 0
 	src, ok1 := d.classify(op.Src)
 	dst, ok2 := d.classify(op.Dst)
 	if !ok1 || !ok2 {
@@ -213,13 +218,15 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		id = c.id
 	}
 	sync := op.Flags&cudadrv.CopySync != 0
-	run := 0
+	run, blocking := 0, src.pageable() || dst.pageable()
 	if !sync && len(more) > 0 {
 		runPeer := cudadrv.Context(0)
 		if kind == cudadrv.KindPeer {
 			runPeer = peer
 		}
-		run = d.extendRun(more, &src, &dst, primary, op.NDevices, kind, ctx, runPeer)
+		var pageable bool
+		run, pageable = d.extendRun(more, &src, &dst, primary, op.NDevices, kind, ctx, runPeer)
+		blocking = blocking || pageable
 	}
 	s := -1
 	for i := range slots {
@@ -271,7 +278,9 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if slot.Fence&(1<<op.Kind) != 0 {
 		return cudadrv.CopyNeedFence
 	}
-	joined := !sync && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
+	// Step 8 of the protocol: a zcopy with pageable memory detaches.
+	detach := *locked && !sync && blocking
+	joined := !sync && !detach && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
 		op.ReuseSeq > slot.Queried[op.Kind]
 	event := slot.Event
 	if joined {
@@ -286,6 +295,28 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		defer slot.DoneUser()
 		slot.Unlock()
 		*locked = false
+	}
+	if detach {
+		// The caller counts itself out; the lock comes back for a
+		// queued piece, as cd_copy's. Never spin on it holding d.mu.
+		slot.Event = 0
+		slot.AddUser()
+		slot.Unlock()
+		*locked = false
+		op.Detached, op.Event = 1, event
+		if f := d.onDetached; f != nil {
+			d.mu.Unlock()
+			f()
+			d.mu.Lock()
+		}
+		defer func() {
+			if op.Err.Entry == cudadrv.EntryNone {
+				d.mu.Unlock()
+				slot.Lock()
+				d.mu.Lock()
+				*locked = true
+			}
+		}()
 	}
 	o, ok := d.streams[stream]
 	if err := d.owned("Copy", ctx, o, ok, "stream", uintptr(stream)); err != nil {

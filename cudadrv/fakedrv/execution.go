@@ -135,3 +135,8 @@ func (d *Driver) last(s cudadrv.Stream) *work {
 // lock (nil: none): a test interleaves progress or a release with the
 // pieces of a copy being issued.
 func (d *Driver) OnCopy(f func()) { d.mu.Lock(); d.onCopy = f; d.mu.Unlock() }
+
+// OnDetached makes every later detached enqueue (copy.go, step 8: a
+// zcopy piece with pageable memory and CopyLock) run f where the real
+// driver would block, without the slot's lock or the driver's (nil: none).
+func (d *Driver) OnDetached(f func()) { d.mu.Lock(); d.onDetached = f; d.mu.Unlock() }

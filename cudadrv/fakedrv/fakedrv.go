@@ -47,6 +47,7 @@ type Driver struct {
 	calls       map[string]int
 	faults      map[string][]fault
 	onCopy      func() // OnCopy
+	onDetached  func() // OnDetached
 	activations int
 	violations  []string
 	nextBuffer  uint64 // BUFFER_ID of the last allocation

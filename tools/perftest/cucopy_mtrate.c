@@ -49,7 +49,8 @@ static struct {
     int window;
     double secs;
     int ndev;
-} opt = {{1, 2, 4, 8}, 4, 8, 8, 0.5, 0};
+    int pageable; /* --host pageable: malloc'd host buffers (the driver stages them) */
+} opt = {{1, 2, 4, 8}, 4, 8, 8, 0.5, 0, 0};
 
 static cucopy_context_h cctx;
 static cdContext pctx[16];
@@ -295,11 +296,14 @@ static int verify(int n, struct thread *ths)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cucopy_mtrate [--threads LIST] [--size BYTES] [--window W] [--time SEC]\n"
+               "                     [--host pinned|pageable]\n"
                "  --threads LIST  thread counts (default 1,2,4,8); thread t copies to device\n"
                "                  t %% (number of devices)\n"
                "  --size BYTES    bytes per zcopy (default 8)\n"
                "  --window W      operations in flight per thread (default 8, max %d)\n"
                "  --time SEC      seconds per measurement (default 0.5)\n"
+               "  --host KIND     pinned (cuMemHostAlloc, default) or pageable (malloc: the\n"
+               "                  driver stages each copy inside cuMemcpyAsync)\n"
                "Prints, per thread count, the rate of raw driver calls, of one single-thread\n"
                "iface per thread, and of one multi-thread iface shared by all threads, with\n"
                "the ratios to raw. Exit status 0, 1 setup error, 2 a copy failed.\n",
@@ -312,6 +316,7 @@ static void parse(int argc, char **argv)
                                        {"size", required_argument, NULL, 's'},
                                        {"window", required_argument, NULL, 'w'},
                                        {"time", required_argument, NULL, 'T'},
+                                       {"host", required_argument, NULL, 'H'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int c;
@@ -336,6 +341,11 @@ static void parse(int argc, char **argv)
             opt.window = (int)strtol(optarg, &end, 10);
             if (*end != '\0' || opt.window < 1 || opt.window > MAX_WINDOW)
                 die("bad --window '%s'", optarg);
+            break;
+        case 'H':
+            if (strcmp(optarg, "pinned") != 0 && strcmp(optarg, "pageable") != 0)
+                die("bad --host '%s' (pinned or pageable)", optarg);
+            opt.pageable = strcmp(optarg, "pageable") == 0;
             break;
         case 'T':
             opt.secs = strtod(optarg, &end);
@@ -383,7 +393,13 @@ int main(int argc, char **argv)
         th->t = t;
         th->dev = t % opt.ndev;
         TD_CHECK(td.cuCtxSetCurrent(pctx[th->dev]));
-        TD_CHECK(td.cuMemHostAlloc(&h, opt.size, 0));
+        if (opt.pageable) {
+            h = malloc(opt.size);
+            if (h == NULL)
+                die("out of memory");
+        } else {
+            TD_CHECK(td.cuMemHostAlloc(&h, opt.size, 0));
+        }
         for (size_t i = 0; i < opt.size; i++)
             ((unsigned char *)h)[i] = (unsigned char)(t * 31 + i);
         th->host = (uint64_t)(uintptr_t)h;
@@ -393,9 +409,9 @@ int main(int argc, char **argv)
 
     unsigned v = cucopy_get_version();
     printf("cucopy_mtrate: cucopy %u.%u.%u, %s driver %d, %d device(s); %zu-byte H2D zcopies "
-           "(pinned), window %d per thread, %.2f s per measurement\n",
+           "(%s), window %d per thread, %.2f s per measurement\n",
            v / 10000, v / 100 % 100, v % 100, td.is_fake ? "fake" : "CUDA", td.driver_version,
-           opt.ndev, opt.size, opt.window, opt.secs);
+           opt.ndev, opt.size, opt.pageable ? "pageable" : "pinned", opt.window, opt.secs);
     printf("%7s %12s %12s %7s %12s %7s\n", "threads", "raw Mops/s", "single", "ratio", "multi",
            "ratio");
     int rc = 0;
@@ -413,7 +429,10 @@ int main(int argc, char **argv)
     }
     for (int t = 0; t < maxt; t++) {
         TD_CHECK(td.cuCtxSetCurrent(pctx[ths[t].dev]));
-        TD_CHECK(td.cuMemFreeHost((void *)(uintptr_t)ths[t].host));
+        if (opt.pageable)
+            free((void *)(uintptr_t)ths[t].host);
+        else
+            TD_CHECK(td.cuMemFreeHost((void *)(uintptr_t)ths[t].host));
         TD_CHECK(td.cuMemFree(ths[t].devbuf));
     }
     TD_CHECK(td.cuCtxSetCurrent(NULL));
