@@ -17,6 +17,7 @@ type Config struct {
 	Lanes      uint32   // CUCOPY_LANES, default 4: streams per context and direction on multi-thread ifaces
 	LogLevel   LogLevel // CUCOPY_LOG_LEVEL, default warn
 	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
+	Calibrate  bool     // CUCOPY_CALIBRATE: estimates measure each pair once (estimate.go)
 }
 
 // Defaults and limits.
@@ -62,6 +63,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if v := getenv("CUCOPY_STATS"); v != "" {
 		if cfg.Stats, err = parseBool(v); err != nil {
 			return cfg, fmt.Errorf("CUCOPY_STATS=%q: %v", v, err)
+		}
+	}
+	if v := getenv("CUCOPY_CALIBRATE"); v != "" {
+		if cfg.Calibrate, err = parseBool(v); err != nil {
+			return cfg, fmt.Errorf("CUCOPY_CALIBRATE=%q: %v", v, err)
 		}
 	}
 	return cfg, nil

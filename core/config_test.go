@@ -48,6 +48,8 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_LOG_LEVEL", "Info", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogInfo, c.LogLevel) }},
 		{"CUCOPY_LOG_LEVEL", " debug", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogDebug, c.LogLevel) }},
 		{"CUCOPY_LOG_LEVEL", "trace", func(t *testing.T, c core.Config) { assert.Equal(t, core.LogTrace, c.LogLevel) }},
+		{"CUCOPY_CALIBRATE", "1", func(t *testing.T, c core.Config) { assert.True(t, c.Calibrate) }},
+		{"CUCOPY_CALIBRATE", "off", func(t *testing.T, c core.Config) { assert.False(t, c.Calibrate) }},
 	}
 	for _, v := range []string{"1", "y", "yes", "on", "true", "TRUE", " Yes "} {
 		cases = append(cases, struct {
@@ -92,6 +94,7 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_STATS", "maybe"},
 		{"CUCOPY_STATS", "2"},
 		{"CUCOPY_STATS", " "},
+		{"CUCOPY_CALIBRATE", "sometimes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
