@@ -11,6 +11,8 @@ package core
 import (
 	"fmt"
 	"sync"
+
+	"github.com/cucopy/cucopy/cudadrv"
 )
 
 // Path is the way a copy's data takes (cucopy_path_t).
@@ -163,7 +165,21 @@ type estimator struct {
 }
 
 func newEstimator(cfg Config) *estimator {
-	return &estimator{sysfs: SysfsRoot, measured: map[pairKey]linear{}, calBytes: calibrationBytes, calibrate: cfg.Calibrate}
+	return &estimator{sysfs: SysfsRoot, nvlinks: nvmlLinks, measured: map[pairKey]linear{}, calBytes: calibrationBytes, calibrate: cfg.Calibrate}
+}
+
+// nvmlLinks is the default NVLink source: NVML loaded with dlopen
+// (cudadrv.NVLinks). Without NVML no NVLink is known (logged at debug).
+// The NVLink version comes from the compute capability: NVML's
+// nvmlDeviceGetNvLinkVersion answers in an enum whose values drivers have
+// not kept apart from plain version numbers.
+func nvmlLinks(busIDs []string) ([][]int, [][]int) {
+	links, err := cudadrv.NVLinks(busIDs)
+	if err != nil {
+		logf(LogDebug, "iface_estimate: no NVLink information: %v", err)
+		return nil, nil
+	}
+	return links, nil
 }
 
 // SetTopology makes the iface's estimates use t instead of reading the
@@ -175,8 +191,8 @@ func (i *Iface) SetTopology(t Topology) {
 	i.est.mu.Unlock()
 }
 
-// SetNVLinkSource gives the topology read of the first estimate a source of
-// NVLinks (the library has none of its own: NVML cannot be linked into it).
+// SetNVLinkSource replaces the topology read's source of NVLinks (default:
+// NVML loaded with dlopen, nvmlLinks); nil: none.
 func (i *Iface) SetNVLinkSource(src NVLinkSource) {
 	i.est.mu.Lock()
 	i.est.nvlinks = src

@@ -669,7 +669,8 @@ typedef enum cucopy_path {
     CUCOPY_PATH_PCIE = 1,        /**< DMA between pinned host memory and a GPU over PCIe
                                       (path_gen: PCIe generation, path_width: lanes) */
     CUCOPY_PATH_PCIE_STAGED = 2, /**< pageable host memory and a GPU: the driver stages the
-                                      data through its pinned buffers (path_gen/width: the PCIe link) */
+                                      data through its pinned buffers (path_gen/width: the
+                                      PCIe link) */
     CUCOPY_PATH_DEVICE = 3,      /**< within one GPU's memory (path_width: memory bus bits) */
     CUCOPY_PATH_NVLINK = 4,      /**< GPU to GPU over NVLink (path_gen: NVLink version,
                                       path_width: links) */
@@ -693,7 +694,7 @@ typedef struct cucopy_estimate_attr {
     uint64_t field_mask;
     double latency;                  /**< seconds: issue to completion of a lone small copy */
     double bandwidth;                /**< bytes per second of a large copy */
-    double time;                     /**< seconds for @a length bytes: latency + length / bandwidth */
+    double time;                     /**< seconds for `length` bytes: latency + length / bw */
     cucopy_estimate_source_t source; /**< model or calibrated */
     cucopy_path_t path;
     int path_gen;                    /**< PCIe generation or NVLink version; 0 if none or unknown */

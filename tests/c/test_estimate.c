@@ -3,7 +3,8 @@
  * cucopy_iface_estimate through the C ABI: the topology model's arithmetic
  * (pinned PCIe DMA from the reported link, pageable staging, device memory
  * from the memory interface on the fake), time = latency + length /
- * bandwidth, only the fields of field_mask written; calibration (measured
+ * bandwidth, only the fields of field_mask written, NVLinks from NVML
+ * (test_estimate_nvlink: the fake NVML); calibration (measured
  * once per pair and kept, the caller's current context and the iface's
  * counters untouched, buffers freed, no primary context activated: without
  * one the model answers); bad input (NULL iface or attr, unknown memory
@@ -16,6 +17,7 @@
 #include "fake.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -108,7 +110,17 @@ static void test_model(int devices)
                    a.path == CUCOPY_PATH_HOST_STAGED,
                "path %d", a.path);
         check_linear(&a, "peer");
-        if (td.is_fake) /* peer access, no NVLink source in the library */
+        /* On the fake: $TEST_ESTIMATE_NVLINKS links when the fake NVML
+         * (tests/fakecuda/fakenvml.c) is on LD_LIBRARY_PATH, else peer
+         * access over PCIe. */
+        const char *nv = getenv("TEST_ESTIMATE_NVLINKS");
+        int nvlinks = nv != NULL ? atoi(nv) : 0;
+        if (td.is_fake && nvlinks > 0)
+            CHECKF(a.path == CUCOPY_PATH_NVLINK && a.path_width == nvlinks && a.path_gen == 4 &&
+                       near(0.88 * nvlinks * 25e9, a.bandwidth) && near(10e-6, a.latency),
+                   "fake NVML: path %d, %d links of NVLink%d, bandwidth %g", a.path,
+                   a.path_width, a.path_gen, a.bandwidth);
+        else if (td.is_fake)
             CHECKF(a.path == CUCOPY_PATH_PCIE_PEER, "fake: path %d", a.path);
         tc_case_end();
     }

@@ -36,7 +36,7 @@ Flags:
   --perf       print instead the performance model's matrix: the expected
                latency and bandwidth of copies between pageable host, pinned
                host and every GPU (cucopy_iface_estimate), from the topology
-               (NVML's NVLinks included when NVML is there)
+               (NVLinks from NVML when it is installed)
   --calibrate  with --perf: measure every pair (a short copy test through
                cucopy); retains each GPU's primary context meanwhile
   --help       print this help
@@ -94,7 +94,11 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	var out any = info
 	rc := 0
 	if *perf {
-		p := gatherPerf(drv, cfg, info.NVML, *calibrate)
+		busIDs := make([]string, len(info.Devices))
+		for i, d := range info.Devices {
+			busIDs[i] = d.PCIBusID
+		}
+		p := gatherPerf(drv, cfg, busIDs, *calibrate)
 		out = p
 		if !*asJSON {
 			renderPerf(stdout, p)

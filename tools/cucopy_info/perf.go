@@ -3,8 +3,9 @@
 package main
 
 // --perf: the performance model's matrix (cucopy_iface_estimate for every
-// pair of pageable host, pinned host and each GPU), with NVML's NVLinks
-// passed to the model; --calibrate measures every pair.
+// pair of pageable host, pinned host and each GPU), the library's own
+// estimates (NVLinks from NVML loaded by the library); --calibrate measures
+// every pair.
 
 import (
 	"fmt"
@@ -51,54 +52,13 @@ func perfPlaces(devices int) []perfPlace {
 	return p
 }
 
-// nvlinkSource gives the model NVML's active NVLinks: links from a GPU to
-// another directly, or, for GPUs that both have links to NVSwitches, the
-// smaller of their switch link counts.
-func nvlinkSource(n NVMLInfo) core.NVLinkSource {
-	return func(busIDs []string) ([][]int, [][]int) {
-		byBus := map[string]*NVMLDevice{}
-		for k := range n.Devices {
-			byBus[strings.ToLower(n.Devices[k].PCIBusID)] = &n.Devices[k]
-		}
-		switchLinks := func(d *NVMLDevice) int {
-			c := 0
-			for _, l := range d.NVLinks {
-				if l.toSwitch() {
-					c++
-				}
-			}
-			return c
-		}
-		links := make([][]int, len(busIDs))
-		for a := range busIDs {
-			links[a] = make([]int, len(busIDs))
-			da := byBus[strings.ToLower(busIDs[a])]
-			for b := range busIDs {
-				db := byBus[strings.ToLower(busIDs[b])]
-				if a == b || da == nil || db == nil {
-					continue
-				}
-				for _, l := range da.NVLinks {
-					if l.RemoteNVMLIndex == db.Index {
-						links[a][b]++
-					}
-				}
-				if links[a][b] == 0 {
-					links[a][b] = min(switchLinks(da), switchLinks(db))
-				}
-			}
-		}
-		return links, nil
-	}
-}
-
 // gatherPerf estimates every pair on a fresh iface. With calibrate it
 // retains each device's primary context for the measurements (releasing it
 // after): the one case where the tool holds a context.
-func gatherPerf(drv cudadrv.Interface, cfg core.Config, nv NVMLInfo, calibrate bool) *PerfInfo {
-	info := &PerfInfo{Calibrate: calibrate, NVLinks: "none (NVML not available)"}
-	if nv.Available {
-		info.NVLinks = "NVML"
+func gatherPerf(drv cudadrv.Interface, cfg core.Config, busIDs []string, calibrate bool) *PerfInfo {
+	info := &PerfInfo{Calibrate: calibrate, NVLinks: "NVML"}
+	if _, err := cudadrv.NVLinks(busIDs); err != nil {
+		info.NVLinks = "none (" + err.Error() + ")"
 	}
 	ctx, err := core.NewContext(drv, cfg)
 	if err != nil {
@@ -115,9 +75,6 @@ func gatherPerf(drv cudadrv.Interface, cfg core.Config, nv NVMLInfo, calibrate b
 			info.Errors = append(info.Errors, err.Error())
 		}
 	}()
-	if nv.Available {
-		iface.SetNVLinkSource(nvlinkSource(nv))
-	}
 	if calibrate {
 		for dev := range ctx.DeviceCount() {
 			if _, err := drv.PrimaryRetain(dev); err != nil {

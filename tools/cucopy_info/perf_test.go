@@ -64,28 +64,6 @@ func TestPathString(t *testing.T) {
 	}
 }
 
-// Direct links count per remote GPU; GPUs on NVSwitches get the smaller
-// of their switch link counts; GPUs NVML does not know get none.
-func TestNVLinkSource(t *testing.T) {
-	nv := NVMLInfo{Available: true, Devices: []NVMLDevice{
-		{Index: 0, PCIBusID: "0000:19:00.0", NVLinks: []NVLink{{RemoteNVMLIndex: 1}, {RemoteNVMLIndex: 1}, {RemoteNVMLIndex: -1, RemoteType: "switch"}}},
-		{Index: 1, PCIBusID: "0000:1A:00.0", NVLinks: []NVLink{{RemoteNVMLIndex: 0}, {RemoteNVMLIndex: 0}}},
-		{Index: 2, PCIBusID: "0000:1b:00.0", NVLinks: []NVLink{{RemoteNVMLIndex: -1, RemoteType: "switch"}, {RemoteNVMLIndex: -1, RemotePCIBusID: "0000:99:00.0"}}},
-	}}
-	links, versions := nvlinkSource(nv)([]string{"0000:19:00.0", "0000:1a:00.0", "0000:1b:00.0", "0000:1c:00.0"})
-	want := [][]int{{0, 2, 1, 0}, {2, 0, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, 0}}
-	for a := range want {
-		for b := range want[a] {
-			if links[a][b] != want[a][b] {
-				t.Errorf("links %d -> %d = %d, want %d", a, b, links[a][b], want[a][b])
-			}
-		}
-	}
-	if versions != nil {
-		t.Errorf("versions = %v, want nil (from the compute capability)", versions)
-	}
-}
-
 func TestCalibrateNeedsPerf(t *testing.T) {
 	var out, errb bytes.Buffer
 	if rc := run([]string{"--calibrate"}, &out, &errb, func(string) string { return "" }); rc != 2 {
