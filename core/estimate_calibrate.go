@@ -129,8 +129,11 @@ func (c *Context) calibrationBuffer(p Place, n uint64) (calBuffer, error) {
 		if err != nil {
 			return calBuffer{}, &Error{Status: ErrNoMemory, Op: "iface_estimate", Msg: fmt.Sprintf("%d bytes of pageable memory", n), Err: err}
 		}
-		for k := range b {
+		for k := range min(len(b), 4096) {
 			b[k] = byte(k)
+		}
+		for done := 4096; done < len(b); done *= 2 {
+			copy(b[done:], b[:done]) // every page touched
 		}
 		return calBuffer{addr: uint64(uintptr(unsafe.Pointer(&b[0]))), free: func() error { return unix.Munmap(b) }}, nil
 	}

@@ -198,6 +198,11 @@ static void test_calibration(int devices)
            "a measured pair without the flag: source %d", b.source);
     if (tc_fake.calls)
         CHECKF(tc_fake.calls("cuMemAlloc") == mallocs, "kept calibration allocated again");
+    b = estimate(CUCOPY_MEMORY_TYPE_HOST, CUCOPY_NUMA_ANY, CUCOPY_MEMORY_TYPE_CUDA, 0,
+                 CUCOPY_ESTIMATE_CALIBRATE);
+    CHECKF(b.source == CUCOPY_ESTIMATE_SOURCE_CALIBRATED && b.path == CUCOPY_PATH_PCIE_STAGED,
+           "pageable host to device 0: source %d, path %d", b.source, b.path);
+    check_linear(&b, "calibrated pageable h2d");
     cucopy_iface_stats_t s = {.field_mask = CUCOPY_IFACE_STATS_DIRECTIONS};
     CHECK_STATUS(cucopy_iface_stats(iface, &s), CUCOPY_OK);
     CHECKF(s.dir_operations[CUCOPY_DIR_H2D] == 0, "calibration copies counted on the iface");
