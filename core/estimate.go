@@ -92,17 +92,17 @@ const (
 	// H200, 4917 GB/s peak).
 	deviceCopyFactor = 0.43
 	deviceCopyRate   = 2.0e12 // when the driver does not report the memory interface
-	pageableH2DRate  = 7.0e9  // the driver's CPU staging of pageable memory (H200 host: 6.7-7.6 GB/s)
-	pageableD2HRate  = 14.0e9 // 13.4-14.6 GB/s
+	pageableH2DRate  = 8.5e9  // the driver's CPU staging of pageable memory (H200 hosts: 7.2-9.0 GB/s at 256 MiB)
+	pageableD2HRate  = 16.0e9 // 15.2-18.5 GB/s
 	cpuCopyRate      = 10.0e9 // one core's memcpy of large buffers
 	numaRemoteFactor = 0.8    // host memory across the socket link
 	// NVLink per link and direction, by version (GB/s): 1: 20, 2-4: 25, 5: 50.
-	latH2DPinned     = 8.0e-6
-	latD2HPinned     = 9.0e-6
-	latH2DPageable   = 8.5e-6
-	latD2HPageable   = 10.5e-6
-	latDevice        = 11.0e-6
-	latPeer          = 10.0e-6
+	latH2DPinned     = 6.5e-6
+	latD2HPinned     = 7.7e-6
+	latH2DPageable   = 6.6e-6
+	latD2HPageable   = 9.6e-6
+	latDevice        = 10.2e-6
+	latPeer          = 7.5e-6
 	latCPU           = 0.5e-6
 	latNUMARemote    = 0.5e-6
 	calibrationBytes = 256 << 20

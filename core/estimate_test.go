@@ -49,16 +49,16 @@ func TestEstimateModel(t *testing.T) {
 		gen, w   int
 		remote   bool
 	}{
-		{"h2d pinned", pinned, gpu(0), 8e-6, gen5x16, core.PathPCIe, 5, 16, false},
-		{"d2h pinned", gpu(1), pinned, 9e-6, gen5x16, core.PathPCIe, 5, 16, false},
-		{"h2d pageable", pageable, gpu(0), 8.5e-6, 7e9, core.PathPCIeStaged, 5, 16, false},
-		{"d2h pageable", gpu(0), pageable, 10.5e-6, 14e9, core.PathPCIeStaged, 5, 16, false},
-		{"h2d pinned, remote node", core.Place{Type: core.MemHost, Pinned: true, Device: 1}, gpu(0), 8.5e-6, 0.8 * gen5x16, core.PathPCIe, 5, 16, true},
-		{"h2d pinned, near node", core.Place{Type: core.MemHost, Pinned: true, Device: 1}, gpu(1), 8e-6, gen5x16, core.PathPCIe, 5, 16, false},
-		{"d2d", gpu(1), gpu(1), 11e-6, 0.43 * 2 * 3.201e9 * 768, core.PathDevice, 0, 6144, false},
-		{"managed d2d", core.Place{Type: core.MemCUDAManaged, Device: 0}, gpu(0), 11e-6, 0.43 * 2 * 3.201e9 * 768, core.PathDevice, 0, 6144, false},
-		{"nvlink", gpu(0), gpu(1), 10e-6, 0.88 * 18 * 25e9, core.PathNVLink, 4, 18, false},
-		{"pcie peer", gpu(1), gpu(0), 10e-6, gen5x16, core.PathPCIePeer, 5, 16, false},
+		{"h2d pinned", pinned, gpu(0), 6.5e-6, gen5x16, core.PathPCIe, 5, 16, false},
+		{"d2h pinned", gpu(1), pinned, 7.7e-6, gen5x16, core.PathPCIe, 5, 16, false},
+		{"h2d pageable", pageable, gpu(0), 6.6e-6, 8.5e9, core.PathPCIeStaged, 5, 16, false},
+		{"d2h pageable", gpu(0), pageable, 9.6e-6, 16e9, core.PathPCIeStaged, 5, 16, false},
+		{"h2d pinned, remote node", core.Place{Type: core.MemHost, Pinned: true, Device: 1}, gpu(0), 7e-6, 0.8 * gen5x16, core.PathPCIe, 5, 16, true},
+		{"h2d pinned, near node", core.Place{Type: core.MemHost, Pinned: true, Device: 1}, gpu(1), 6.5e-6, gen5x16, core.PathPCIe, 5, 16, false},
+		{"d2d", gpu(1), gpu(1), 10.2e-6, 0.43 * 2 * 3.201e9 * 768, core.PathDevice, 0, 6144, false},
+		{"managed d2d", core.Place{Type: core.MemCUDAManaged, Device: 0}, gpu(0), 10.2e-6, 0.43 * 2 * 3.201e9 * 768, core.PathDevice, 0, 6144, false},
+		{"nvlink", gpu(0), gpu(1), 7.5e-6, 0.88 * 18 * 25e9, core.PathNVLink, 4, 18, false},
+		{"pcie peer", gpu(1), gpu(0), 7.5e-6, gen5x16, core.PathPCIePeer, 5, 16, false},
 		{"host to host", pageable, pinned, 0.5e-6, 10e9, core.PathCPU, 0, 0, false},
 	}
 	for _, c := range cases {
@@ -84,7 +84,7 @@ func TestEstimateModel(t *testing.T) {
 	e, err := r.ifc.Estimate(gpu(1), gpu(0), 0, false)
 	require.NoError(t, err)
 	assert.Equal(t, core.PathHostStaged, e.Path)
-	assert.InDelta(t, 17e-6, e.Latency, 1e-12)
+	assert.InDelta(t, 14.2e-6, e.Latency, 1e-12)
 	assert.InEpsilon(t, 1/(1/gen5x16+1/(0.88*1.969e9*16)), e.Bandwidth, 1e-9)
 	assert.InDelta(t, e.Latency, e.Time, 1e-15, "length 0: the latency")
 	// PCIe peer: the slower link.
@@ -288,7 +288,7 @@ func TestEstimateCalibrationNotPossible(t *testing.T) {
 	e, err := r.ifc.Estimate(pinned, gpu(0), 8, true)
 	require.NoError(t, err)
 	assert.False(t, e.Calibrated)
-	assert.InDelta(t, 8e-6, e.Latency, 1e-12)
+	assert.InDelta(t, 6.5e-6, e.Latency, 1e-12)
 	assert.Zero(t, r.drv.Activations())
 	assert.Zero(t, r.ifc.Calibrations())
 	// Once a context is there, the next calibrating call measures.

@@ -717,8 +717,8 @@ typedef struct cucopy_estimate_attr {
  * @param flags  CUCOPY_ESTIMATE_* bits.
  * @param attr   receives the fields selected by attr->field_mask.
  *
- * The first call for a device reads the topology (driver attributes, sysfs,
- * NVML if present; no context is created or made current). Calibration
+ * The first call on an iface reads the topology (driver attributes, sysfs,
+ * NVML if present; no context is created or made current) and keeps it. Calibration
  * (::CUCOPY_ESTIMATE_CALIBRATE or $CUCOPY_CALIBRATE=1) of a pair not yet
  * measured on this iface copies 8 bytes and 256 MiB a few times (medians)
  * through a private iface on the same context, in buffers it allocates
@@ -737,7 +737,9 @@ typedef struct cucopy_estimate_attr {
  * a time).
  * @return ::CUCOPY_OK; ::CUCOPY_ERR_INVALID_PARAM for an unknown memory type,
  *         a device out of range, an unknown NUMA node, unknown flags or field
- *         bits, a PINNED flag on non-host memory, or NULL @a attr.
+ *         bits, a PINNED flag on non-host memory, or NULL @a attr;
+ *         ::CUCOPY_ERR_INVALID_HANDLE for a NULL or closed iface;
+ *         ::CUCOPY_ERR_CUDA when a driver query of the topology failed.
  */
 CUCOPY_API cucopy_status_t cucopy_iface_estimate(cucopy_iface_h iface,
                                                  cucopy_memory_type_t src_type, int src_device,
