@@ -93,6 +93,16 @@ func _() {
 	_ = x[core.DevAttrPeers-C.CUCOPY_DEVICE_ATTR_PEERS]
 	_ = x[core.DevAttrPrimaryActive-C.CUCOPY_DEVICE_ATTR_PRIMARY_ACTIVE]
 
+	// the performance model: cucopy_path_t and the host "device"
+	_ = x[core.PathCPU-C.CUCOPY_PATH_CPU]
+	_ = x[core.PathPCIe-C.CUCOPY_PATH_PCIE]
+	_ = x[core.PathPCIeStaged-C.CUCOPY_PATH_PCIE_STAGED]
+	_ = x[core.PathDevice-C.CUCOPY_PATH_DEVICE]
+	_ = x[core.PathNVLink-C.CUCOPY_PATH_NVLINK]
+	_ = x[core.PathPCIePeer-C.CUCOPY_PATH_PCIE_PEER]
+	_ = x[core.PathHostStaged-C.CUCOPY_PATH_HOST_STAGED]
+	_ = x[core.NUMAAny-C.CUCOPY_NUMA_ANY]
+
 	// cucopy_iov_t: core.IOV is read in place from the caller's array.
 	_ = x[unsafe.Sizeof(core.IOV{})-C.sizeof_cucopy_iov_t]
 	_ = x[unsafe.Offsetof(core.IOV{}.Buffer)-unsafe.Offsetof(C.cucopy_iov_t{}.buffer)]

@@ -338,6 +338,15 @@ cucopy_status_t cucopy_iface_stats(cucopy_iface_h iface, cucopy_iface_stats_t *s
     return (cucopy_status_t)cucopyGoIfaceStats(HANDLE_BITS(iface), stats);
 }
 
+cucopy_status_t cucopy_iface_estimate(cucopy_iface_h iface, cucopy_memory_type_t src_type,
+                                      int src_device, cucopy_memory_type_t dst_type, int dst_device,
+                                      size_t length, unsigned flags, cucopy_estimate_attr_t *attr)
+{
+    GUARD("iface_estimate");
+    return (cucopy_status_t)cucopyGoIfaceEstimate(HANDLE_BITS(iface), (int)src_type, src_device,
+                                                  (int)dst_type, dst_device, length, flags, attr);
+}
+
 cucopy_status_t cucopy_iface_release_context(cucopy_iface_h iface, uint64_t cuda_ctx_id)
 {
     GUARD("iface_release_context");

@@ -18,6 +18,7 @@ type Config struct {
 	LogLevel   LogLevel // CUCOPY_LOG_LEVEL, default warn
 	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
 	IOVBatch   IOVBatch // CUCOPY_IOV_BATCH, default auto
+	Calibrate  bool     // CUCOPY_CALIBRATE: estimates measure each pair once (estimate.go)
 }
 
 // IOVBatch is how a zcopy issues consecutive iov entries that run on one
@@ -82,6 +83,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if v := getenv("CUCOPY_STATS"); v != "" {
 		if cfg.Stats, err = parseBool(v); err != nil {
 			return cfg, fmt.Errorf("CUCOPY_STATS=%q: %v", v, err)
+		}
+	}
+	if v := getenv("CUCOPY_CALIBRATE"); v != "" {
+		if cfg.Calibrate, err = parseBool(v); err != nil {
+			return cfg, fmt.Errorf("CUCOPY_CALIBRATE=%q: %v", v, err)
 		}
 	}
 	return cfg, nil

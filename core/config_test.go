@@ -51,6 +51,8 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_IOV_BATCH", "auto", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchAuto, c.IOVBatch) }},
 		{"CUCOPY_IOV_BATCH", " Loop", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchLoop, c.IOVBatch) }},
 		{"CUCOPY_IOV_BATCH", "OFF", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchOff, c.IOVBatch) }},
+		{"CUCOPY_CALIBRATE", "1", func(t *testing.T, c core.Config) { assert.True(t, c.Calibrate) }},
+		{"CUCOPY_CALIBRATE", "off", func(t *testing.T, c core.Config) { assert.False(t, c.Calibrate) }},
 	}
 	for _, v := range []string{"1", "y", "yes", "on", "true", "TRUE", " Yes "} {
 		cases = append(cases, struct {
@@ -97,6 +99,7 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_STATS", "maybe"},
 		{"CUCOPY_STATS", "2"},
 		{"CUCOPY_STATS", " "},
+		{"CUCOPY_CALIBRATE", "sometimes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {

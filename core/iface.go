@@ -54,7 +54,9 @@ type IfaceParams struct {
 // Lock order: mu, a slot's claim, flushMu, a slot's lock, readyMu; an
 // endpoint's free-list lock (Ep.mu) is a leaf, taken under a slot's lock
 // when a completed operation is recycled. Single-thread ifaces take none
-// of these locks.
+// of these locks. est.mu (estimate.go, taken on every iface) is held by an
+// estimate alone and, across a calibration, over the context's locks and a
+// private iface's, never with any lock of this iface.
 type Iface struct {
 	ctx     *Context
 	drv     cudadrv.Interface
@@ -99,6 +101,8 @@ type Iface struct {
 
 	reclaimFrom int // where the next search for an idle slot starts (slots.go); under mu
 
+	est *estimator // the performance model's topology and calibrations (estimate.go)
+
 	counters     ifaceCounters // stats.go
 	statsPrinted bool
 	goAtOpen     [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
@@ -138,6 +142,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		primary: make([]cudadrv.Context, c.devices),
 		fd:      -1,
 		serial:  ifaceSerials.Add(1),
+		est:     newEstimator(c.cfg),
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	i.runs = c.cfg.IOVBatch != IOVBatchOff

@@ -15,7 +15,9 @@
 // and device values; driver.go the cgo implementation, layout.go its
 // compile-time agreement with the C structs. C: cd_shim.h declares what Go
 // calls; cd_load.c loads the driver; cd_copy.c is the copy hot path,
-// cd_progress.c progress and arm, cd_cold.c and cd_mem.c the cold calls.
+// cd_progress.c progress and arm, cd_cold.c and cd_mem.c the cold calls;
+// nvml.go and cd_nvml.c the NVLinks of the performance model, from NVML
+// loaded with dlopen (not the driver: no entry point of the table).
 package cudadrv
 
 import "errors"

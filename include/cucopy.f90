@@ -73,7 +73,7 @@ module cucopy
 
   ! ------------------------------------------------------------- version
   integer(c_int), parameter :: CUCOPY_VERSION_MAJOR = 0
-  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 2
+  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 3
   integer(c_int), parameter :: CUCOPY_VERSION_PATCH = 0
   integer(c_int), parameter :: CUCOPY_VERSION = &
       CUCOPY_VERSION_MAJOR * 10000 + CUCOPY_VERSION_MINOR * 100 + CUCOPY_VERSION_PATCH
@@ -202,6 +202,32 @@ module cucopy
   integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_DEVICES = 4
   integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_CONTEXTS = 8
 
+  ! ---------------------------------------------- performance model
+  ! host memory near its GPU (the device argument of cucopy_iface_estimate)
+  integer(c_int), parameter :: CUCOPY_NUMA_ANY = -1
+  ! cucopy_iface_estimate() flags (unsigned in C)
+  integer(c_int), parameter :: CUCOPY_ESTIMATE_SRC_PINNED = 1
+  integer(c_int), parameter :: CUCOPY_ESTIMATE_DST_PINNED = 2
+  integer(c_int), parameter :: CUCOPY_ESTIMATE_CALIBRATE = 4
+  ! cucopy_estimate_source_t
+  integer(c_int), parameter :: CUCOPY_ESTIMATE_SOURCE_MODEL = 0
+  integer(c_int), parameter :: CUCOPY_ESTIMATE_SOURCE_CALIBRATED = 1
+  ! cucopy_path_t
+  integer(c_int), parameter :: CUCOPY_PATH_CPU = 0
+  integer(c_int), parameter :: CUCOPY_PATH_PCIE = 1
+  integer(c_int), parameter :: CUCOPY_PATH_PCIE_STAGED = 2
+  integer(c_int), parameter :: CUCOPY_PATH_DEVICE = 3
+  integer(c_int), parameter :: CUCOPY_PATH_NVLINK = 4
+  integer(c_int), parameter :: CUCOPY_PATH_PCIE_PEER = 5
+  integer(c_int), parameter :: CUCOPY_PATH_HOST_STAGED = 6
+  ! cucopy_estimate_attr_t field bits
+  integer(c_int64_t), parameter :: CUCOPY_ESTIMATE_ATTR_LATENCY = 1
+  integer(c_int64_t), parameter :: CUCOPY_ESTIMATE_ATTR_BANDWIDTH = 2
+  integer(c_int64_t), parameter :: CUCOPY_ESTIMATE_ATTR_TIME = 4
+  integer(c_int64_t), parameter :: CUCOPY_ESTIMATE_ATTR_SOURCE = 8
+  integer(c_int64_t), parameter :: CUCOPY_ESTIMATE_ATTR_PATH = 16
+  integer(c_int64_t), parameter :: CUCOPY_ESTIMATE_ATTR_NUMA_REMOTE = 32
+
   ! cucopy_iface_event_arm() events (unsigned in C)
   integer(c_int), parameter :: CUCOPY_EVENT_SEND_COMP = 1
 
@@ -223,6 +249,19 @@ module cucopy
     integer(c_int64_t) :: contexts_released
     integer(c_int64_t) :: contexts_reset
   end type cucopy_iface_stats_t
+
+  !> struct cucopy_estimate_attr (cucopy_iface_estimate()): seconds and bytes per second.
+  type, bind(C) :: cucopy_estimate_attr_t
+    integer(c_int64_t) :: field_mask
+    real(c_double) :: latency
+    real(c_double) :: bandwidth
+    real(c_double) :: time
+    integer(c_int) :: source
+    integer(c_int) :: path
+    integer(c_int) :: path_gen
+    integer(c_int) :: path_width
+    integer(c_int) :: numa_remote
+  end type cucopy_estimate_attr_t
 
   !> struct cucopy_completion: func(self) runs once count reaches 0.
   type, bind(C) :: cucopy_completion_t
@@ -506,6 +545,23 @@ module cucopy
       type(cucopy_iface_stats_t), intent(inout) :: stats
       integer(c_int) :: status
     end function cucopy_iface_stats
+
+    !> src_type, dst_type: CUCOPY_MEMORY_TYPE_*; src_device, dst_device: a device
+    !> ordinal, or for host memory a NUMA node or CUCOPY_NUMA_ANY; flags:
+    !> CUCOPY_ESTIMATE_*.
+    function cucopy_iface_estimate(iface, src_type, src_device, dst_type, dst_device, length, &
+        flags, attr) bind(C, name="cucopy_iface_estimate") result(status)
+      import :: c_int, c_ptr, c_size_t, cucopy_estimate_attr_t
+      type(c_ptr), value :: iface
+      integer(c_int), value :: src_type
+      integer(c_int), value :: src_device
+      integer(c_int), value :: dst_type
+      integer(c_int), value :: dst_device
+      integer(c_size_t), value :: length
+      integer(c_int), value :: flags
+      type(cucopy_estimate_attr_t), intent(inout) :: attr
+      integer(c_int) :: status
+    end function cucopy_iface_estimate
 
     ! ---------------------------------------------------- endpoint
     function cucopy_ep_create(iface, ep_p) bind(C, name="cucopy_ep_create") result(status)

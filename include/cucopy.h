@@ -45,7 +45,7 @@ extern "C" {
  *  Compile-time version; cucopy_get_version() returns the run-time one. */
 /**@{*/
 #define CUCOPY_VERSION_MAJOR 0
-#define CUCOPY_VERSION_MINOR 2
+#define CUCOPY_VERSION_MINOR 3
 #define CUCOPY_VERSION_PATCH 0
 /** MAJOR*10000 + MINOR*100 + PATCH */
 #define CUCOPY_VERSION \
@@ -624,6 +624,128 @@ typedef struct cucopy_iface_stats {
  * same data when the iface is closed.
  */
 CUCOPY_API cucopy_status_t cucopy_iface_stats(cucopy_iface_h iface, cucopy_iface_stats_t *stats);
+/**@}*/
+
+/** @name Performance model
+ *
+ * What a copy between two memory kinds and devices is expected to cost:
+ * time(length) = latency + length / bandwidth. Numbers come from a model of
+ * the topology (PCIe generation and width from sysfs, device memory rate
+ * from the driver, NVLink links from NVML where it can be loaded, peer
+ * support from the driver; docs/design.md, "Performance model", lists the
+ * constants) or, when asked, from a short measurement of the pair through
+ * this library's own copy path, made once and kept for the iface's life.
+ * Protocol choices (e.g. an MPI's eager/rendezvous switch) can use it.
+ */
+/**@{*/
+
+/** A device argument of cucopy_iface_estimate() for host memory: host
+ *  memory on the NUMA node of the GPU it is copied from or to (or any node). */
+#define CUCOPY_NUMA_ANY (-1)
+
+/** cucopy_iface_estimate() flags. */
+enum {
+    /** The source is pinned host memory (cuMemHostAlloc, cucopy_mem_reg(),
+     *  cudaHostRegister); without it host memory is pageable. Only with
+     *  ::CUCOPY_MEMORY_TYPE_HOST. */
+    CUCOPY_ESTIMATE_SRC_PINNED = 1u << 0,
+    /** The destination is pinned host memory; as for the source. */
+    CUCOPY_ESTIMATE_DST_PINNED = 1u << 1,
+    /** Measure the pair now if it was not measured yet on this iface (as
+     *  $CUCOPY_CALIBRATE=1 does for every call). */
+    CUCOPY_ESTIMATE_CALIBRATE = 1u << 2
+};
+
+/** Where an estimate comes from (cucopy_estimate_attr_t::source). */
+typedef enum cucopy_estimate_source {
+    CUCOPY_ESTIMATE_SOURCE_MODEL = 0,     /**< the topology model and its constants */
+    CUCOPY_ESTIMATE_SOURCE_CALIBRATED = 1 /**< measured on this iface (its NUMA correction
+                                               modelled: see cucopy_estimate_attr_t::numa_remote) */
+} cucopy_estimate_source_t;
+
+/** The way the data takes (cucopy_estimate_attr_t::path). */
+typedef enum cucopy_path {
+    CUCOPY_PATH_CPU = 0,         /**< host to host: a CPU copy, no GPU */
+    CUCOPY_PATH_PCIE = 1,        /**< DMA between pinned host memory and a GPU over PCIe
+                                      (path_gen: PCIe generation, path_width: lanes) */
+    CUCOPY_PATH_PCIE_STAGED = 2, /**< pageable host memory and a GPU: the driver stages the
+                                      data through its pinned buffers (path_gen/width: the
+                                      PCIe link) */
+    CUCOPY_PATH_DEVICE = 3,      /**< within one GPU's memory (path_width: memory bus bits) */
+    CUCOPY_PATH_NVLINK = 4,      /**< GPU to GPU over NVLink (path_gen: NVLink version,
+                                      path_width: links) */
+    CUCOPY_PATH_PCIE_PEER = 5,   /**< GPU to GPU, peer DMA over PCIe (path_gen/width: the
+                                      slower of the two links) */
+    CUCOPY_PATH_HOST_STAGED = 6  /**< GPU to GPU without peer access: through host memory */
+} cucopy_path_t;
+
+/** cucopy_estimate_attr_t field bits. */
+enum {
+    CUCOPY_ESTIMATE_ATTR_LATENCY = 1u << 0,
+    CUCOPY_ESTIMATE_ATTR_BANDWIDTH = 1u << 1,
+    CUCOPY_ESTIMATE_ATTR_TIME = 1u << 2,
+    CUCOPY_ESTIMATE_ATTR_SOURCE = 1u << 3,
+    CUCOPY_ESTIMATE_ATTR_PATH = 1u << 4, /**< path, path_gen, path_width */
+    CUCOPY_ESTIMATE_ATTR_NUMA_REMOTE = 1u << 5
+};
+
+/** An estimate; set field_mask to the fields wanted. */
+typedef struct cucopy_estimate_attr {
+    uint64_t field_mask;
+    double latency;                  /**< seconds: issue to completion of a lone small copy */
+    double bandwidth;                /**< bytes per second of a large copy */
+    double time;                     /**< seconds for `length` bytes: latency + length / bw */
+    cucopy_estimate_source_t source; /**< model or calibrated */
+    cucopy_path_t path;
+    int path_gen;                    /**< PCIe generation or NVLink version; 0 if none or unknown */
+    int path_width;                  /**< PCIe lanes, NVLink links or memory bus bits; 0 if none */
+    int numa_remote;                 /**< host memory on another NUMA node than the GPU's (the
+                                          model's cross-node factor applied) */
+} cucopy_estimate_attr_t;
+
+/**
+ * Estimate a copy of @a length bytes from (@a src_type, @a src_device) to
+ * (@a dst_type, @a dst_device).
+ *
+ * @param src_type, dst_type  ::CUCOPY_MEMORY_TYPE_HOST (pageable, or pinned with
+ *        ::CUCOPY_ESTIMATE_SRC_PINNED / ::CUCOPY_ESTIMATE_DST_PINNED),
+ *        ::CUCOPY_MEMORY_TYPE_CUDA, or ::CUCOPY_MEMORY_TYPE_CUDA_MANAGED
+ *        (estimated as device memory resident on its device; migrations
+ *        are not modelled).
+ * @param src_device, dst_device  for device and managed memory the device
+ *        ordinal; for host memory a host NUMA node or ::CUCOPY_NUMA_ANY.
+ * @param flags  CUCOPY_ESTIMATE_* bits.
+ * @param attr   receives the fields selected by attr->field_mask.
+ *
+ * The first call on an iface reads the topology (driver attributes, sysfs,
+ * NVML if present; no context is created or made current) and keeps it. Calibration
+ * (::CUCOPY_ESTIMATE_CALIBRATE or $CUCOPY_CALIBRATE=1) of a pair not yet
+ * measured on this iface copies 8 bytes and 256 MiB a few times (medians)
+ * through a private iface on the same context, in buffers it allocates
+ * through the driver and frees before returning: tens to hundreds of
+ * milliseconds, once per pair. It needs a context on each device involved
+ * (the current one, or an active primary context; none is activated): where
+ * it cannot run, or its allocation fails, the model's numbers are returned
+ * with ::CUCOPY_ESTIMATE_SOURCE_MODEL and the call still succeeds (the next
+ * calibrating call tries again). Host memory is measured where the allocator
+ * puts it; a named NUMA node applies the model's cross-node factor on top.
+ * Calibration leaves the caller's current context, this iface's streams and
+ * its completions untouched; copies in flight meanwhile share the hardware
+ * and skew the measurement.
+ *
+ * Thread-safe on a ::CUCOPY_THREAD_MODE_MULTI iface (calibrations run one at
+ * a time).
+ * @return ::CUCOPY_OK; ::CUCOPY_ERR_INVALID_PARAM for an unknown memory type,
+ *         a device out of range, an unknown NUMA node, unknown flags or field
+ *         bits, a PINNED flag on non-host memory, or NULL @a attr;
+ *         ::CUCOPY_ERR_INVALID_HANDLE for a NULL or closed iface;
+ *         ::CUCOPY_ERR_CUDA when a driver query of the topology failed.
+ */
+CUCOPY_API cucopy_status_t cucopy_iface_estimate(cucopy_iface_h iface,
+                                                 cucopy_memory_type_t src_type, int src_device,
+                                                 cucopy_memory_type_t dst_type, int dst_device,
+                                                 size_t length, unsigned flags,
+                                                 cucopy_estimate_attr_t *attr);
 /**@}*/
 
 /** @name Endpoint: copies

@@ -47,7 +47,16 @@ func (d *Driver) DeviceCount() (int, error) {
 func (d *Driver) DeviceName(dev int) (string, error) {
 	return fmt.Sprintf("Fake GPU %d", dev), d.devCall("DeviceName", dev)
 }
+
+// DeviceAttribute answers 1, except for the memory interface: an H200's
+// HBM3e (3201 MHz, 6144 bits), which the performance model reads.
 func (d *Driver) DeviceAttribute(dev, attr int) (int, error) {
+	switch attr {
+	case cudadrv.AttrMemoryClockRate:
+		return 3201000, d.devCall("DeviceAttribute", dev)
+	case cudadrv.AttrGlobalMemoryBusWidth:
+		return 6144, d.devCall("DeviceAttribute", dev)
+	}
 	return 1, d.devCall("DeviceAttribute", dev)
 }
 func (d *Driver) DeviceTotalMem(dev int) (uint64, error) {

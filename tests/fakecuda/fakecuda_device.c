@@ -68,6 +68,12 @@ cdResult cuDeviceGetAttribute(int *value, unsigned int attrib, cdDevice dev)
     case CD_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
         *value = 4;
         break;
+    case CD_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: /* an H200's HBM3e: 3201 MHz, 6144 bits */
+        *value = 3201000;
+        break;
+    case CD_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+        *value = 6144;
+        break;
     case CD_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
         *value = 9;
         break;

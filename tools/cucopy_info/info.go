@@ -99,6 +99,7 @@ func configVars(cfg core.Config, getenv func(string) string) []ConfigVar {
 		{"CUCOPY_LANES", fmt.Sprint(cfg.Lanes), ""},
 		{"CUCOPY_LOG_LEVEL", cfg.LogLevel.String(), ""},
 		{"CUCOPY_STATS", fmt.Sprint(cfg.Stats), ""},
+		{"CUCOPY_CALIBRATE", fmt.Sprint(cfg.Calibrate), ""},
 	}
 	for i := range vars {
 		vars[i].Source = src(vars[i].Name)

@@ -21,7 +21,7 @@ import (
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-const usage = `usage: cucopy_info [--json]
+const usage = `usage: cucopy_info [--json] [--perf [--calibrate]]
 
 Prints the cucopy version, the CUDA driver (path, version, optional
 capabilities), the devices and their peer-access matrix, the topology
@@ -32,8 +32,14 @@ without it), and the effective configuration.
 The driver is $CUCOPY_CUDA_DRIVER, default libcuda.so.1.
 
 Flags:
-  --json    print the same data as JSON
-  --help    print this help
+  --json       print the same data as JSON
+  --perf       print instead the performance model's matrix: the expected
+               latency and bandwidth of copies between pageable host, pinned
+               host and every GPU (cucopy_iface_estimate), from the topology
+               (NVLinks from NVML when it is installed)
+  --calibrate  with --perf: measure every pair (a short copy test through
+               cucopy); retains each GPU's primary context meanwhile
+  --help       print this help
 `
 
 func main() {
@@ -45,11 +51,17 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	asJSON := fs.Bool("json", false, "print JSON")
+	perf := fs.Bool("perf", false, "print the performance model's matrix")
+	calibrate := fs.Bool("calibrate", false, "with --perf: measure every pair")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
+		return 2
+	}
+	if *calibrate && !*perf {
+		fmt.Fprintln(stderr, "cucopy_info: --calibrate needs --perf")
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -79,15 +91,31 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 1
 	}
 	info := gather(drv, cfg, getenv)
+	var out any = info
+	rc := 0
+	if *perf {
+		busIDs := make([]string, len(info.Devices))
+		for i, d := range info.Devices {
+			busIDs[i] = d.PCIBusID
+		}
+		p := gatherPerf(drv, cfg, busIDs, *calibrate)
+		out = p
+		if !*asJSON {
+			renderPerf(stdout, p)
+		}
+		if len(p.Errors) > 0 {
+			rc = 1 // printed with the matrix
+		}
+	} else if !*asJSON {
+		renderText(stdout, info)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(info); err != nil {
+		if err := enc.Encode(out); err != nil {
 			fmt.Fprintf(stderr, "cucopy_info: %v\n", err)
 			return 1
 		}
-		return 0
 	}
-	renderText(stdout, info)
-	return 0
+	return rc
 }
