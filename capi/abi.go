@@ -68,6 +68,13 @@ func _() {
 	_ = x[len(C.cucopy_iface_stats_t{}.dir_pieces)-C.CUCOPY_DIR_COUNT]
 	_ = x[len(C.cucopy_iface_stats_t{}.device_pieces)-C.CUCOPY_MAX_DEVICES*C.CUCOPY_DIR_COUNT]
 
+	// cucopy_incarnation_stats_t: its arrays are the GPU directions
+	_ = x[len(C.cucopy_incarnation_stats_t{}.pieces)-len(core.IncarnationStats{}.Dir)]
+	_ = x[core.IncarnationLive-C.CUCOPY_INCARNATION_LIVE]
+	_ = x[core.IncarnationReleased-C.CUCOPY_INCARNATION_RELEASED]
+	_ = x[core.IncarnationReset-C.CUCOPY_INCARNATION_RESET]
+	_ = x[core.MaxEndedIncarnations-C.CUCOPY_MAX_ENDED_INCARNATIONS]
+
 	// cucopy_memory_type_t
 	_ = x[core.MemHost-C.CUCOPY_MEMORY_TYPE_HOST]
 	_ = x[core.MemCUDA-C.CUCOPY_MEMORY_TYPE_CUDA]

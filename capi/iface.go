@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/cucopy/cucopy/core"
 )
@@ -23,7 +24,7 @@ const (
 	ifaceAttrKnown   = C.CUCOPY_IFACE_ATTR_CAP_FLAGS | C.CUCOPY_IFACE_ATTR_MAX_IOV | C.CUCOPY_IFACE_ATTR_MAX_POLL |
 		C.CUCOPY_IFACE_ATTR_MAX_EVENTS | C.CUCOPY_IFACE_ATTR_THREAD_MODE | C.CUCOPY_IFACE_ATTR_DEVICE_COUNT
 	ifaceStatsKnown = C.CUCOPY_IFACE_STATS_EVENTS | C.CUCOPY_IFACE_STATS_DIRECTIONS |
-		C.CUCOPY_IFACE_STATS_DEVICES | C.CUCOPY_IFACE_STATS_CONTEXTS
+		C.CUCOPY_IFACE_STATS_DEVICES | C.CUCOPY_IFACE_STATS_CONTEXTS | C.CUCOPY_IFACE_STATS_INCARNATIONS
 )
 
 // ifaceParams applies the caller's params over the context's configuration.
@@ -189,6 +190,9 @@ func cucopyGoIfaceStats(h C.uint64_t, out *C.cucopy_iface_stats_t) C.int {
 		if err := checkMask(op, mask, ifaceStatsKnown); err != nil {
 			return fail(err)
 		}
+		if mask&C.CUCOPY_IFACE_STATS_INCARNATIONS != 0 && out.incarnations == nil && out.incarnations_capacity > 0 {
+			return failf(core.ErrInvalid, op, "incarnations is NULL with incarnations_capacity %d", out.incarnations_capacity)
+		}
 		st := iface.Stats()
 		if mask&C.CUCOPY_IFACE_STATS_EVENTS != 0 {
 			out.no_resource, out.flushes, out.fences = C.uint64_t(st.NoResource), C.uint64_t(st.Flushes), C.uint64_t(st.Fences)
@@ -211,8 +215,26 @@ func cucopyGoIfaceStats(h C.uint64_t, out *C.cucopy_iface_stats_t) C.int {
 		if mask&C.CUCOPY_IFACE_STATS_CONTEXTS != 0 {
 			out.contexts_seen, out.contexts_released, out.contexts_reset = C.uint64_t(st.ContextsSeen), C.uint64_t(st.ContextsReleased), C.uint64_t(st.ContextsReset)
 		}
+		if mask&C.CUCOPY_IFACE_STATS_INCARNATIONS != 0 {
+			lives, dropped := iface.Incarnations()
+			out.incarnations_count, out.incarnations_dropped = C.size_t(len(lives)), C.uint64_t(dropped)
+			if n := min(len(lives), int(out.incarnations_capacity)); n > 0 {
+				dst := unsafe.Slice(out.incarnations, n)
+				for k := range dst {
+					fillIncarnation(&dst[k], &lives[k])
+				}
+			}
+		}
 		return 0
 	})
+}
+
+func fillIncarnation(e *C.cucopy_incarnation_stats_t, l *core.IncarnationStats) {
+	*e = C.cucopy_incarnation_stats_t{serial: C.uint64_t(l.Serial), context_id: C.uint64_t(l.ContextID),
+		device: C.int(l.Device), lane: C.int(l.Lane), state: C.int(l.State)}
+	for k, d := range l.Dir {
+		e.operations[k], e.pieces[k], e.bytes[k] = C.uint64_t(d.Operations), C.uint64_t(d.Pieces), C.uint64_t(d.Bytes)
+	}
 }
 
 //export cucopyGoIfaceEventFd

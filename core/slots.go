@@ -59,7 +59,9 @@ type ctxResources struct {
 	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
 	counters    [gpuDirs]dirCounters // stats.go
-	polling     atomic.Bool          // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
+	serial      uint64               // this life's number in the iface (stats.go); under mu
+	lane        int32
+	polling     atomic.Bool // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
 }
 
 // incarnation is slot s's incarnation as the driver layer checks it; under
@@ -132,6 +134,7 @@ func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) 
 		i.nslots.Store(int32(s + 1))
 	}
 	i.counters.seen++
+	r.serial, r.lane = i.counters.seen, lane
 	logf(LogDebug, "new context: device %d, context id %d, lane %d, slot %d", dev, id, lane, s)
 	return s, nil
 }
@@ -302,7 +305,7 @@ func (i *Iface) releaseSlot(s int) []error {
 	if errs := i.destroyResources(s); len(errs) > 0 {
 		return errs
 	}
-	i.retireSlot(s)
+	i.retireSlot(s, IncarnationReleased)
 	i.counters.released++
 	return nil
 }
@@ -370,7 +373,7 @@ func (i *Iface) dropSlot(s int, st Status) {
 			logf(LogInfo, "releasing the primary context of device %d after its reset: %v", r.device, err)
 		}
 	}
-	i.retireSlot(s)
+	i.retireSlot(s, IncarnationReset)
 	i.counters.reset++
 }
 
@@ -429,10 +432,12 @@ func (i *Iface) endQueued(s int, st Status, keepEvents bool) int {
 
 // retireSlot turns hidden slot s into a tombstone that addSlot reuses. Its
 // queues' counters stay, so the flushes and sequence numbers that named its
-// pieces stay settled. Under mu and the claim.
-func (i *Iface) retireSlot(s int) {
+// pieces stay settled; its counts go to the statistics as an ended
+// incarnation. Under mu and the claim.
+func (i *Iface) retireSlot(s int, how IncarnationState) {
 	r := &i.res[s]
 	i.lockSlot(s)
+	i.retireCounts(s, how)
 	slot := &i.slots[s]
 	slot.Stream, slot.Event = [cudadrv.NumKinds]cudadrv.Stream{}, 0
 	slot.Peer, slot.NPeers = [cudadrv.MaxPeers]cudadrv.Context{}, 0
@@ -442,7 +447,6 @@ func (i *Iface) retireSlot(s int) {
 	for k := range r.queues {
 		r.queues[k] = eventQueue{issued: r.queues[k].issued, done: r.queues[k].done}
 	}
-	i.retireCounts(s)
 	i.unlockSlot(s)
 	i.completeFlushes()
 }

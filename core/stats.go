@@ -3,9 +3,11 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -80,6 +82,45 @@ type ifaceCounters struct {
 	noResource, flushes, fences atomic.Uint64
 	seen, released, reset       uint64              // under mu
 	retired                     [][gpuDirs]DirStats // per device: retired slots' counts; under mu
+	ended                       []IncarnationStats  // the latest MaxEndedIncarnations ended lives; under mu
+	endedDropped                uint64              // ended lives no longer in ended; under mu
+}
+
+// IncarnationState is how far one life of a (CUDA context, lane) went
+// (CUCOPY_INCARNATION_*).
+type IncarnationState int
+
+const (
+	IncarnationLive     IncarnationState = iota // the iface holds resources in it now
+	IncarnationReleased                         // released: release_context, close, reclaim of an idle slot
+	IncarnationReset                            // found ended (reset, driver deinitialized) and dropped
+)
+
+func (s IncarnationState) String() string {
+	switch s {
+	case IncarnationLive:
+		return "live"
+	case IncarnationReleased:
+		return "released"
+	}
+	return "reset"
+}
+
+// MaxEndedIncarnations is how many ended lives an iface keeps for its
+// statistics (the oldest go first; their counts stay in the totals).
+const MaxEndedIncarnations = 1024
+
+// IncarnationStats is what the copies of one life of a (CUDA context, lane)
+// counted: a slot from the time the iface gave it to that context until it
+// was released or found reset. A context released and used again, or reset
+// and recreated, is a new life with a new serial.
+type IncarnationStats struct {
+	Serial    uint64 // 1, 2, ...: the order the iface started using them
+	ContextID uint64
+	Device    int
+	Lane      int
+	State     IncarnationState
+	Dir       [gpuDirs]DirStats
 }
 
 // countCopy adds one copy piece to the statistics; first says it is its
@@ -108,15 +149,56 @@ func (i *Iface) countNoResource(err error) error {
 	return err
 }
 
-// retireCounts folds slot s's counters into its device's totals; under mu.
-func (i *Iface) retireCounts(s int) {
+// retireCounts folds slot s's counters into its device's totals and keeps
+// them as an ended incarnation; under mu, before the slot is emptied.
+func (i *Iface) retireCounts(s int, how IncarnationState) {
 	r := &i.res[s]
+	life := i.incarnationStats(s, how)
 	for k := range r.counters {
 		taken := r.counters[k].take()
+		life.Dir[k] = taken
 		if r.device >= 0 && r.device < len(i.counters.retired) {
 			i.counters.retired[r.device][k].add(taken)
 		}
 	}
+	c := &i.counters
+	if len(c.ended) == MaxEndedIncarnations {
+		c.ended = append(c.ended[:0], c.ended[1:]...)
+		c.endedDropped++
+	}
+	c.ended = append(c.ended, life)
+}
+
+// incarnationStats is slot s's life without its counts; under mu.
+func (i *Iface) incarnationStats(s int, how IncarnationState) IncarnationStats {
+	r := &i.res[s]
+	return IncarnationStats{Serial: r.serial, ContextID: r.id, Device: r.device, Lane: int(r.lane), State: how}
+}
+
+// Incarnations lists every life of a (CUDA context, lane) the iface kept,
+// in serial order: the ended ones it still keeps, then the live ones, and
+// how many ended ones it no longer keeps.
+func (i *Iface) Incarnations() (lives []IncarnationStats, dropped uint64) {
+	i.mu.lock()
+	defer i.mu.unlock()
+	return i.incarnations(), i.counters.endedDropped
+}
+
+// incarnations is Incarnations under mu.
+func (i *Iface) incarnations() []IncarnationStats {
+	lives := append([]IncarnationStats(nil), i.counters.ended...)
+	for s := range int(i.nslots.Load()) {
+		if i.res[s].dead {
+			continue
+		}
+		life := i.incarnationStats(s, IncarnationLive)
+		for k := range i.res[s].counters {
+			life.Dir[k] = i.res[s].counters[k].load()
+		}
+		lives = append(lives, life)
+	}
+	slices.SortFunc(lives, func(a, b IncarnationStats) int { return cmp.Compare(a.Serial, b.Serial) })
+	return lives
 }
 
 // Stats reads the counters. Copies running meanwhile may or may not be in
@@ -193,6 +275,19 @@ func (i *Iface) printStats() {
 	line("host (CPU copies)", st.Dir[DirHost:], func(int) string { return "host" })
 	for d := range st.Device {
 		line(fmt.Sprintf("device %d", d), st.Device[d][:gpuDirs], DirName)
+	}
+	lives := i.incarnations()
+	if n := i.counters.endedDropped; n > 0 {
+		fmt.Fprintf(&b, "  (%d earlier ended context lives not kept)\n", n)
+	}
+	const shown = 32
+	for k, life := range lives {
+		if k == shown {
+			fmt.Fprintf(&b, "  ... %d more context lives\n", len(lives)-shown)
+			break
+		}
+		line(fmt.Sprintf("  life %d: device %d, context id %d, lane %d, %s", life.Serial, life.Device, life.ContextID, life.Lane, life.State),
+			life.Dir[:], DirName)
 	}
 	now := goActivity()
 	fmt.Fprintf(&b, "  Go runtime while open: %d heap allocations, %d GC cycles (process-wide)\n",

@@ -63,3 +63,67 @@ func TestStats(t *testing.T) {
 	assert.Equal(t, uint64(1), s.ContextsReleased)
 	assert.Equal(t, uint64(1), s.ContextsReset)
 }
+
+// Every life of a (context, lane) is listed with its own counts, in the
+// order the iface started using them: a released context used again and a
+// reset primary context recreated are new lives, the ended ones keep what
+// they counted.
+func TestStatsPerIncarnation(t *testing.T) {
+	r := newRig(t, 2)
+	host := r.drv.Pageable(4096)
+	dev0, dev1 := r.drv.AllocDevice(0, 4096), r.drv.AllocDevice(1, 4096)
+	id0, id1 := r.drv.ID(r.drv.Primary(0)), r.drv.ID(r.drv.Primary(1))
+	copyTo := func(dev uint64, n int) {
+		t.Helper()
+		require.Equal(t, core.InProgress, r.put(host, dev, n, 1))
+		r.drv.Run()
+		r.progress()
+	}
+	copyTo(dev0, 100)                             // life 1: device 0
+	copyTo(dev1, 200)                             // life 2: device 1
+	require.NoError(t, r.ifc.ReleaseContext(id1)) // life 2 released
+	copyTo(dev1, 300)                             // life 3: device 1 again
+	require.Equal(t, core.InProgress, r.put(host, dev0, 8, 2))
+	r.drv.ResetPrimary(0)
+	_, comps := r.progress() // life 1 found reset, its copy in flight canceled
+	require.Equal(t, []done{{2, core.ErrCanceled}}, comps)
+	dev0 = r.drv.AllocDevice(0, 4096)
+	copyTo(dev0, 400) // life 4: device 0's new primary context
+	id0b := r.drv.ID(r.drv.Primary(0))
+	require.NotEqual(t, id0, id0b)
+
+	lives, dropped := r.ifc.Incarnations()
+	h2d := func(n uint64) [4]core.DirStats {
+		var d [4]core.DirStats
+		d[core.DirH2D] = core.DirStats{Operations: 1, Pieces: 1, Bytes: n}
+		return d
+	}
+	life1 := h2d(100)
+	life1[core.DirH2D] = core.DirStats{Operations: 2, Pieces: 2, Bytes: 108}
+	assert.Zero(t, dropped)
+	assert.Equal(t, []core.IncarnationStats{
+		{Serial: 1, ContextID: id0, Device: 0, State: core.IncarnationReset, Dir: life1},
+		{Serial: 2, ContextID: id1, Device: 1, State: core.IncarnationReleased, Dir: h2d(200)},
+		{Serial: 3, ContextID: id1, Device: 1, State: core.IncarnationLive, Dir: h2d(300)},
+		{Serial: 4, ContextID: id0b, Device: 0, State: core.IncarnationLive, Dir: h2d(400)},
+	}, lives)
+}
+
+// The iface keeps the latest MaxEndedIncarnations ended lives and counts
+// the ones it dropped; the totals keep everything.
+func TestStatsEndedIncarnationsBounded(t *testing.T) {
+	r := newRig(t, 1)
+	host, dev := r.drv.Pageable(64), r.drv.AllocDevice(0, 64)
+	id := r.drv.ID(r.drv.Primary(0))
+	const lives = core.MaxEndedIncarnations + 3
+	for k := 0; k < lives; k++ {
+		require.NoError(t, r.ep.Short(true, uintptr(host), 8, dev))
+		require.NoError(t, r.ifc.ReleaseContext(id))
+	}
+	got, dropped := r.ifc.Incarnations()
+	assert.Equal(t, uint64(3), dropped)
+	require.Len(t, got, core.MaxEndedIncarnations)
+	assert.Equal(t, uint64(4), got[0].Serial, "the oldest went first")
+	assert.Equal(t, uint64(lives), got[len(got)-1].Serial)
+	assert.Equal(t, uint64(lives), r.ifc.Stats().Device[0][core.DirH2D].Pieces, "the totals keep every life")
+}

@@ -201,6 +201,12 @@ module cucopy
   integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_DIRECTIONS = 2
   integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_DEVICES = 4
   integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_CONTEXTS = 8
+  integer(c_int64_t), parameter :: CUCOPY_IFACE_STATS_INCARNATIONS = 16
+  ! cucopy_incarnation_state_t
+  integer(c_int), parameter :: CUCOPY_INCARNATION_LIVE = 0
+  integer(c_int), parameter :: CUCOPY_INCARNATION_RELEASED = 1
+  integer(c_int), parameter :: CUCOPY_INCARNATION_RESET = 2
+  integer(c_int), parameter :: CUCOPY_MAX_ENDED_INCARNATIONS = 1024
 
   ! ---------------------------------------------- performance model
   ! host memory near its GPU (the device argument of cucopy_iface_estimate)
@@ -232,7 +238,22 @@ module cucopy
   integer(c_int), parameter :: CUCOPY_EVENT_SEND_COMP = 1
 
   ! ------------------------------------------------------------ structs
-  !> struct cucopy_iface_stats (cucopy_iface_stats()).
+  !> struct cucopy_incarnation_stats: one life of a (CUDA context, lane);
+  !> arrays indexed by CUCOPY_DIR_H2D .. CUCOPY_DIR_PEER, + 1.
+  type, bind(C) :: cucopy_incarnation_stats_t
+    integer(c_int64_t) :: serial
+    integer(c_int64_t) :: context_id
+    integer(c_int) :: device
+    integer(c_int) :: lane
+    integer(c_int) :: state
+    integer(c_int) :: reserved
+    integer(c_int64_t) :: operations(4)
+    integer(c_int64_t) :: pieces(4)
+    integer(c_int64_t) :: bytes(4)
+  end type cucopy_incarnation_stats_t
+
+  !> struct cucopy_iface_stats (cucopy_iface_stats()); incarnations: c_loc of
+  !> an array of cucopy_incarnation_stats_t, or c_null_ptr.
   type, bind(C) :: cucopy_iface_stats_t
     integer(c_int64_t) :: field_mask
     integer(c_int64_t) :: no_resource
@@ -248,6 +269,10 @@ module cucopy
     integer(c_int64_t) :: contexts_seen
     integer(c_int64_t) :: contexts_released
     integer(c_int64_t) :: contexts_reset
+    type(c_ptr) :: incarnations
+    integer(c_size_t) :: incarnations_capacity
+    integer(c_size_t) :: incarnations_count
+    integer(c_int64_t) :: incarnations_dropped
   end type cucopy_iface_stats_t
 
   !> struct cucopy_estimate_attr (cucopy_iface_estimate()): seconds and bytes per second.

@@ -582,11 +582,44 @@ typedef enum cucopy_dir {
 
 /** cucopy_iface_stats_t field bits. */
 enum {
-    CUCOPY_IFACE_STATS_EVENTS = 1u << 0,     /**< no_resource, flushes, fences */
-    CUCOPY_IFACE_STATS_DIRECTIONS = 1u << 1, /**< dir_operations, dir_pieces, dir_bytes */
-    CUCOPY_IFACE_STATS_DEVICES = 1u << 2,    /**< device_count, device_operations, ... */
-    CUCOPY_IFACE_STATS_CONTEXTS = 1u << 3    /**< contexts_seen, _released, _reset */
+    CUCOPY_IFACE_STATS_EVENTS = 1u << 0,      /**< no_resource, flushes, fences */
+    CUCOPY_IFACE_STATS_DIRECTIONS = 1u << 1,  /**< dir_operations, dir_pieces, dir_bytes */
+    CUCOPY_IFACE_STATS_DEVICES = 1u << 2,     /**< device_count, device_operations, ... */
+    CUCOPY_IFACE_STATS_CONTEXTS = 1u << 3,    /**< contexts_seen, _released, _reset */
+    CUCOPY_IFACE_STATS_INCARNATIONS = 1u << 4 /**< incarnations, _capacity (in), _count, _dropped */
 };
+
+/** cucopy_incarnation_stats_t::state */
+typedef enum cucopy_incarnation_state {
+    CUCOPY_INCARNATION_LIVE = 0,     /**< the iface holds resources in it now */
+    CUCOPY_INCARNATION_RELEASED = 1, /**< released: release_context, reclaim of an idle slot */
+    CUCOPY_INCARNATION_RESET = 2     /**< found ended (reset, driver deinitialized) and dropped */
+} cucopy_incarnation_state_t;
+
+/**
+ * One life of a (CUDA context, lane) in an iface: from the first copy that
+ * gave the iface resources in that context (on a ::CUCOPY_THREAD_MODE_MULTI
+ * iface, per lane) until they were released or the context was found ended.
+ * A context released and used again, or a primary context reset and
+ * recreated, starts a new life with a new serial. The counts are those of
+ * cucopy_iface_stats_t (operations under their first piece's direction),
+ * for the GPU directions.
+ */
+typedef struct cucopy_incarnation_stats {
+    uint64_t serial;        /**< 1, 2, ...: the order the iface started using them */
+    uint64_t context_id;    /**< cuCtxGetId (the handle's value on drivers without it) */
+    int device;             /**< the context's device ordinal */
+    int lane;               /**< 0 on single-thread ifaces */
+    int state;              /**< cucopy_incarnation_state_t */
+    int reserved;           /**< 0 */
+    uint64_t operations[4]; /**< [CUCOPY_DIR_H2D .. CUCOPY_DIR_PEER] */
+    uint64_t pieces[4];     /**< [CUCOPY_DIR_H2D .. CUCOPY_DIR_PEER] */
+    uint64_t bytes[4];      /**< [CUCOPY_DIR_H2D .. CUCOPY_DIR_PEER] */
+} cucopy_incarnation_stats_t;
+
+/** The most ended lives an iface keeps for cucopy_iface_stats_t::incarnations
+ *  (the oldest go first; cucopy_iface_stats_t::incarnations_dropped counts them). */
+#define CUCOPY_MAX_ENDED_INCARNATIONS 1024
 
 /**
  * An iface's statistics: always on, cumulative for the iface's life (the
@@ -615,13 +648,21 @@ typedef struct cucopy_iface_stats {
     uint64_t contexts_seen;         /**< (context, lane) pairs that got resources */
     uint64_t contexts_released;     /**< released: release_context, close, reclaim of an idle slot */
     uint64_t contexts_reset;        /**< found ended (reset, driver deinitialized) and dropped */
+    /** in: an array of incarnations_capacity entries (NULL if 0); filled with
+     *  the first lives, in serial order: the ended ones kept, then the live ones */
+    cucopy_incarnation_stats_t *incarnations;
+    size_t incarnations_capacity; /**< in: the array's length */
+    size_t incarnations_count;    /**< out: the lives there are (more than the capacity: call again) */
+    uint64_t incarnations_dropped; /**< out: ended lives no longer kept (their counts stay in the totals) */
 } cucopy_iface_stats_t;
 
 /**
  * Fill the fields of @a stats selected by stats->field_mask. Cheap enough
  * to call now and then (a lock and a walk of the iface's contexts); copies
  * running meanwhile may or may not be counted yet. CUCOPY_STATS=1 prints the
- * same data when the iface is closed.
+ * same data when the iface is closed. With ::CUCOPY_IFACE_STATS_INCARNATIONS
+ * the caller passes incarnations and incarnations_capacity; a NULL array
+ * with a capacity above 0 is ::CUCOPY_ERR_INVALID_PARAM.
  */
 CUCOPY_API cucopy_status_t cucopy_iface_stats(cucopy_iface_h iface, cucopy_iface_stats_t *stats);
 /**@}*/

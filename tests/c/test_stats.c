@@ -3,7 +3,8 @@
  * cucopy_iface_stats through the C ABI: operations (once per operation,
  * under its first piece's direction), pieces and bytes per direction and
  * per device, NO_RESOURCE returns, flushes, fences and contexts; the counts
- * of a released context stay; only the fields of field_mask are written;
+ * of a released context stay, and so do its own in the list of context
+ * lives (incarnations); only the fields of field_mask are written;
  * bad input (NULL iface, NULL stats, unknown field_mask bits).
  */
 #define _GNU_SOURCE
@@ -117,6 +118,42 @@ int main(void)
     s = stats(ALL);
     CHECK(dev_field(s.device_bytes, d1, CUCOPY_DIR_D2H) == 64);
     CHECK(s.contexts_released >= 1);
+
+    /* The lives: device 1's released one keeps its count. Used again, it is
+     * a new life; the count comes first with capacity 0, then the array. */
+    CHECK_STATUS(cucopy_ep_get_short(ep, host2.host, 32, tc_buf_addr(&dev1, 0)), CUCOPY_OK);
+    s = stats(CUCOPY_IFACE_STATS_INCARNATIONS);
+    size_t lives = s.incarnations_count;
+    CHECKF(lives == (size_t)(devices >= 2 ? 3 : 2) && s.incarnations_dropped == 0,
+           "%zu lives, %llu dropped", lives, (unsigned long long)s.incarnations_dropped);
+    cucopy_incarnation_stats_t inc[4];
+    memset(inc, 0xee, sizeof(inc));
+    s.field_mask = CUCOPY_IFACE_STATS_INCARNATIONS;
+    s.incarnations = inc;
+    s.incarnations_capacity = 4;
+    CHECK_STATUS(cucopy_iface_stats(iface, &s), CUCOPY_OK);
+    int released = -1, again = -1;
+    for (size_t k = 0; k < lives && k < 4; k++) {
+        CHECKF(inc[k].serial == k + 1, "life %zu has serial %llu", k, (unsigned long long)inc[k].serial);
+        if (inc[k].context_id == a.context_id && inc[k].state == CUCOPY_INCARNATION_RELEASED)
+            released = (int)k;
+        if (inc[k].context_id == a.context_id && inc[k].state == CUCOPY_INCARNATION_LIVE)
+            again = (int)k;
+    }
+    CHECKF(released >= 0 && again > released, "device %d's lives: released %d, live again %d", d1,
+           released, again);
+    if (released >= 0 && again >= 0) {
+        CHECK(inc[released].device == d1 && inc[released].bytes[CUCOPY_DIR_D2H] == 64 &&
+              inc[released].operations[CUCOPY_DIR_D2H] == 1);
+        CHECK(inc[again].bytes[CUCOPY_DIR_D2H] == 32 && inc[again].pieces[CUCOPY_DIR_D2H] == 1);
+    }
+    /* A smaller array gets the first lives; the count says how many there are. */
+    memset(inc, 0xee, sizeof(inc));
+    s.incarnations_capacity = 1;
+    CHECK_STATUS(cucopy_iface_stats(iface, &s), CUCOPY_OK);
+    CHECK(s.incarnations_count == lives && inc[0].serial == 1 && inc[1].serial == 0xeeeeeeeeeeeeeeeeull);
+    s.incarnations = NULL;
+    CHECK_STATUS(cucopy_iface_stats(iface, &s), CUCOPY_ERR_INVALID_PARAM);
 
     /* Bad input. */
     CHECK_STATUS(cucopy_iface_stats(NULL, &s), CUCOPY_ERR_INVALID_HANDLE);

@@ -6,7 +6,7 @@
 ! there), and iface flush without a completion (call again until OK); a
 ! fence between a put to device 0 and a get back from it, with no wait in
 ! between (iface fence and ep fence); the fences and the gets in
-! cucopy_iface_stats.
+! cucopy_iface_stats, and one life per device in its list of context lives.
 program test_f_flush
   use, intrinsic :: iso_c_binding
   use cucopy
@@ -20,6 +20,7 @@ program test_f_flush
   type(cucopy_iov_t) :: iov(1)
   type(cucopy_f_completion), target :: fl
   type(cucopy_iface_stats_t) :: stats
+  type(cucopy_incarnation_stats_t), target :: lives(8)
   integer(c_int) :: s
   integer :: ndev, d, round
   character(len=8) :: kind
@@ -105,6 +106,18 @@ program test_f_flush
   call ft_check(stats%fences == 2, "iface_stats: 2 fences, got " // ft_str(int(stats%fences)))
   call ft_check(stats%dir_operations(CUCOPY_DIR_D2H + 1) == 2, "iface_stats: 2 operations d2h, got " // &
       ft_str(int(stats%dir_operations(CUCOPY_DIR_D2H + 1))))
+  ! one life per device's primary context, all live, in serial order
+  stats%field_mask = CUCOPY_IFACE_STATS_INCARNATIONS
+  stats%incarnations = c_loc(lives)
+  stats%incarnations_capacity = size(lives, kind=c_size_t)
+  call ft_status(cucopy_iface_stats(iface, stats), CUCOPY_OK, "iface_stats incarnations")
+  call ft_check(stats%incarnations_count == ndev, "iface_stats: " // ft_str(ndev) // " lives, got " // &
+      ft_str(int(stats%incarnations_count)))
+  do d = 1, min(ndev, size(lives))
+    call ft_check(lives(d)%serial == d .and. lives(d)%state == CUCOPY_INCARNATION_LIVE .and. &
+        lives(d)%bytes(CUCOPY_DIR_H2D + 1) > 0, "life " // ft_str(d) // ": serial " // &
+        ft_str(int(lives(d)%serial)) // ", state " // ft_str(int(lives(d)%state)))
+  end do
 
   call ft_status(cucopy_ep_flush(ep, 1_c_int, c_null_ptr), CUCOPY_ERR_INVALID_PARAM, &
       "ep_flush with flags 1")

@@ -705,8 +705,12 @@ static void setup(void)
 static void print_stats(void)
 {
     static const char *const dirs[CUCOPY_DIR_COUNT] = {"h2d", "d2h", "d2d", "peer", "host"};
+    static cucopy_incarnation_stats_t lives[64];
     cucopy_iface_stats_t s = {.field_mask = CUCOPY_IFACE_STATS_EVENTS | CUCOPY_IFACE_STATS_DIRECTIONS |
-                                            CUCOPY_IFACE_STATS_DEVICES | CUCOPY_IFACE_STATS_CONTEXTS};
+                                            CUCOPY_IFACE_STATS_DEVICES | CUCOPY_IFACE_STATS_CONTEXTS |
+                                            CUCOPY_IFACE_STATS_INCARNATIONS,
+                              .incarnations = lives,
+                              .incarnations_capacity = 64};
     cucopy_status_t st = cucopy_iface_stats(iface, &s);
     if (st != CUCOPY_OK) {
         cu_error("cucopy_iface_stats", st);
@@ -731,6 +735,18 @@ static void print_stats(void)
                (unsigned long long)s.dir_operations[CUCOPY_DIR_HOST],
                (unsigned long long)s.dir_pieces[CUCOPY_DIR_HOST],
                (unsigned long long)s.dir_bytes[CUCOPY_DIR_HOST]);
+    static const char *const states[] = {"live", "released", "reset"};
+    printf("# context lives: %zu (%llu ended ones no longer kept)\n", s.incarnations_count,
+           (unsigned long long)s.incarnations_dropped);
+    for (size_t i = 0; i < s.incarnations_count && i < 64; i++)
+        for (int k = 0; k < CUCOPY_DIR_HOST; k++)
+            if (lives[i].pieces[k] != 0)
+                printf("#   life %llu: device %d, context id %llu, lane %d, %s: %s %llu ops %llu "
+                       "pieces %llu bytes\n",
+                       (unsigned long long)lives[i].serial, lives[i].device,
+                       (unsigned long long)lives[i].context_id, lives[i].lane,
+                       states[lives[i].state % 3], dirs[k], (unsigned long long)lives[i].operations[k],
+                       (unsigned long long)lives[i].pieces[k], (unsigned long long)lives[i].bytes[k]);
 }
 
 static void teardown(void)
