@@ -145,6 +145,13 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		off += v.Length
 		np++
 	}
+	if i.mayRunOut(np) {
+		if err := i.reserve(api, req, pieces[:np], e.lane); err != nil {
+			op.abandoned = true
+			i.endIssue(op, 0)
+			return StatusOf(err), i.countNoResource(err)
+		}
+	}
 	var queued [MaxIOV]pieceRef
 	n := int32(0)
 	for k := 0; k < np; {
@@ -164,10 +171,6 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		}
 		st, err := i.issuePiece(api, req, op, k == 0, more)
 		if err != nil {
-			if st == cudadrv.CopyNeedEvent && i.neverFits(queued[:n], req) {
-				err = errorf(ErrInvalid, api, "the operation needs more than max_events (%d) events in CUDA context id %d: its iov runs there in more than %d separate stretches; raise max_events (CUCOPY_MAX_EVENTS) or split the iov",
-					i.params.MaxEvents, req.CtxID, i.params.MaxEvents)
-			}
 			i.waitQueued(queued[:n], e.lane)
 			op.abandoned = true
 			i.endIssue(op, n)
@@ -184,26 +187,6 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		return OK, nil // CPU copies only: done
 	}
 	return InProgress, nil
-}
-
-// neverFits says that an operation refused an event for req's slot can
-// never be issued: it needs more than max_events events there by itself,
-// one per run of consecutive pieces on one of the slot's streams (a run
-// shares one event), counting the piece refused. Back-pressure
-// (CUCOPY_ERR_NO_RESOURCE, retry) would then loop forever. Runs, not the
-// events the pieces took: a piece that could not join its run's event
-// (progress had already queried it) needs no event on a retry.
-func (i *Iface) neverFits(queued []pieceRef, req *cudadrv.CopyOp) bool {
-	runs := 0
-	for k, p := range queued {
-		if p.slot == req.Slot && p.id == req.CtxID && (k == 0 || queued[k-1].slot != p.slot || queued[k-1].kind != p.kind) {
-			runs++
-		}
-	}
-	if n := len(queued); n == 0 || queued[n-1].slot != req.Slot || queued[n-1].kind != req.Kind {
-		runs++ // the refused piece starts a run of its own
-	}
-	return runs > int(i.params.MaxEvents)
 }
 
 // issueBuf is what an issuing call fills for the driver layer: the request
@@ -255,7 +238,12 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first
 		case cudadrv.CopyDone:
 			i.countCopy(req, first, nil)
 			return st, nil
+		case cudadrv.CopyPlanned:
+			return st, nil
 		case cudadrv.CopyCPU:
+			if req.Flags&cudadrv.CopyPlan != 0 {
+				return st, nil // planning: copied when issued
+			}
 			if i.nfence.Load() > 0 {
 				if err := i.waitFenceCPU(api); err != nil {
 					return st, err

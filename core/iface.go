@@ -92,8 +92,9 @@ type Iface struct {
 	// runs: zcopy pieces go to the driver layer with the operation's next
 	// ones, which may join their run (CUCOPY_IOV_BATCH not off); runFlags
 	// are the flags that choose how a run is issued.
-	runs     bool
-	runFlags uint32
+	runs       bool
+	runFlags   uint32
+	maxCreated atomic.Int32 // the most events a slot created (reserve.go)
 
 	fd       int // eventfd, -1 until first needed
 	closed   atomic.Bool

@@ -86,11 +86,23 @@ func (i *Iface) addEvent(api string, s int) error {
 		slot.Event = r.free[len(r.free)-1]
 		r.free = r.free[:len(r.free)-1]
 	}
-	has, events := slot.Event != 0, r.events
+	has := slot.Event != 0
 	i.unlockSlot(s)
 	if has {
 		return nil
 	}
+	return i.createEvent(api, s)
+}
+
+// createEvent adds a new event to slot s (its free event if it has none,
+// else its pool) while it has fewer than max_events, else ErrNoResource;
+// under mu.
+func (i *Iface) createEvent(api string, s int) error {
+	r := &i.res[s]
+	slot := &i.slots[s]
+	i.lockSlot(s)
+	events := r.events
+	i.unlockSlot(s)
 	if events >= int(i.params.MaxEvents) {
 		return errorf(ErrNoResource, api, "all %d events of device %d (context id %d) are in flight; call progress and retry", i.params.MaxEvents, r.device, r.id)
 	}
@@ -106,6 +118,7 @@ func (i *Iface) addEvent(api string, s int) error {
 		r.free = append(r.free, ev)
 	}
 	i.unlockSlot(s)
+	i.noteEvents(s)
 	return nil
 }
 

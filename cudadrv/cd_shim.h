@@ -94,7 +94,8 @@ enum {
     CD_COPY_FALLBACK_CTX = 1u << 2,
     CD_COPY_REUSE = 1u << 3,
     CD_COPY_LOCK = 1u << 4,
-    CD_COPY_RUN_LOOP = 1u << 5
+    CD_COPY_RUN_LOOP = 1u << 5,
+    CD_COPY_PLAN = 1u << 6
 };
 
 /* The most pieces one run issues (core.MaxIOV). */
@@ -113,7 +114,8 @@ enum {
     CD_COPY_JOINED = 9,
     CD_COPY_CPU = 10,
     CD_COPY_STALE = 11,
-    CD_COPY_NEED_FENCE = 12
+    CD_COPY_NEED_FENCE = 12,
+    CD_COPY_PLANNED = 13
 };
 
 typedef struct cd_copy_op {

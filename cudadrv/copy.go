@@ -51,7 +51,10 @@ package cudadrv
 //     (Stream[Kind] is 0); CopyNeedFence (bit Kind of Slot.Fence is set: a
 //     fence was issued since this stream's last copy; the caller makes the
 //     stream wait for the work before the fence, clears the bit and
-//     retries); then for a zcopy piece the event. The piece
+//     retries); then, with CopyPlan (a zcopy), CopyPlanned: Slot, Kind,
+//     CtxID and Taken (the run, as below) say where the piece would go,
+//     nothing is issued and no event is taken, and the lock is released;
+//     then for a zcopy piece the event. The piece
 //     joins the previous one (CopyReuse, ReuseSlot == Slot, ReuseKind ==
 //     Kind, and ReuseSeq > Queried[Kind]: progress has not queried that
 //     queue entry, so its event may still be re-recorded): it re-records
@@ -107,6 +110,7 @@ const (
 	CopyReuse       = C.CD_COPY_REUSE        // the previous piece went to (ReuseSlot, ReuseKind) as ReuseSeq
 	CopyLock        = C.CD_COPY_LOCK         // take the slot's lock; held on Queued and Joined
 	CopyRunLoop     = C.CD_COPY_RUN_LOOP     // issue a run with one cuMemcpyAsync per piece, not a batch
+	CopyPlan        = C.CD_COPY_PLAN         // zcopy: say where the piece and its run would go, issue nothing
 )
 
 // MaxRun is the most pieces one Copy issues (its own and Taken of more).
@@ -135,6 +139,7 @@ const (
 	CopyCPU         CopyStatus = C.CD_COPY_CPU          // both sides host memory: the caller copies on the CPU
 	CopyStale       CopyStatus = C.CD_COPY_STALE        // slot Slot matched by handle, but its incarnation ended
 	CopyNeedFence   CopyStatus = C.CD_COPY_NEED_FENCE   // Stream[Kind] of slot Slot must wait for a fence first (Slot.Fence)
+	CopyPlanned     CopyStatus = C.CD_COPY_PLANNED      // CopyPlan: Slot, Kind and Taken say where it would go
 )
 
 // CallError is a failed driver call as the C side reports it (struct

@@ -404,10 +404,11 @@ typedef struct cucopy_iface_params {
     unsigned max_poll;
     /** Events (outstanding zcopy pieces) per CUDA context (and, on a
      *  ::CUCOPY_THREAD_MODE_MULTI iface, per lane: see $CUCOPY_LANES);
-     *  reaching it makes zcopy return ::CUCOPY_ERR_NO_RESOURCE until progress
-     *  frees some; an operation that needs more than max_events events in
-     *  one context by itself (one per run of consecutive iov entries on one
-     *  stream) gets ::CUCOPY_ERR_INVALID_PARAM instead. Default
+     *  reaching it makes zcopy return ::CUCOPY_ERR_NO_RESOURCE, with nothing
+     *  of the operation issued, until progress frees some; an operation that
+     *  needs more than max_events events in one context by itself (one per
+     *  run of consecutive iov entries on one stream) gets
+     *  ::CUCOPY_ERR_INVALID_PARAM instead. Default
      *  $CUCOPY_MAX_EVENTS, else 4096. At least 1. */
     unsigned max_events;
 } cucopy_iface_params_t;
@@ -842,9 +843,13 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
  *         completes through cucopy_iface_progress(), with ::CUCOPY_ERR_CANCELED
  *         if its context was reset meanwhile; see cucopy_completion_t),
  *         ::CUCOPY_ERR_NO_RESOURCE (a limit is reached: the operation is not in
- *         flight and @a comp is not touched, though pieces issued before the
- *         limit hit may already have been copied; call progress and retry it
- *         whole),
+ *         flight and @a comp is not touched; call progress and retry it
+ *         whole. The events an operation needs are made sure of before any
+ *         of it is issued, so for max_events nothing was copied; the rare
+ *         exceptions, where pieces issued before the limit hit were copied
+ *         and are copied again by the retry, are a full context table and a
+ *         multi-thread iface whose endpoint or lane another thread issues on
+ *         at the same moment),
  *         or another error (@a comp is not touched and nothing is left in
  *         flight on the buffers).
  *

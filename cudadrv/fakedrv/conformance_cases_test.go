@@ -396,6 +396,32 @@ func cases() []copyCase {
 			return reuse(r, 0, "", reuseOp(r.env, 0, cudadrv.KindH2D), h2dAt(r.env, 128))
 		}, want: with(at0(cudadrv.CopyJoined, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Taken = "ev0", 1 })},
 
+		// Plans (CopyPlan): where the piece and its run would go, nothing
+		// issued, no event taken, no lock kept.
+		{name: "plan/run", run: func(r *run) outcome {
+			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyPlan | cudadrv.CopyLock
+			o := r.copyRun(op, []cudadrv.Piece{h2dAt(r.env, 64), h2dAt(r.env, 128)})
+			assert.Equal(r.t, "ev0", r.name(uintptr(s.Event)), "the slot keeps its event")
+			return o
+		}, want: with(at0(cudadrv.CopyPlanned, cudadrv.KindH2D), func(o *outcome) { o.Taken = 2 })},
+		{name: "plan/without-event", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindH2D] = r.stream(r.ctx[0])
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopyPlan
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyPlanned, cudadrv.KindH2D)},
+		{name: "plan/host-host", run: func(r *run) outcome {
+			return r.copy(cudadrv.CopyOp{Src: r.h0, Dst: r.h1, Len: 64, Flags: cudadrv.CopyPlan})
+		}, want: outcome{Status: cudadrv.CopyCPU, Slot: -1}},
+		{name: "plan/short-is-no-plan", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindShort, "ev0")
+			op := h2d(r.env)
+			op.Flags = cudadrv.CopySync | cudadrv.CopyPlan
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyDone, cudadrv.KindShort), func(o *outcome) { o.Event = "ev0" })},
+
 		// Driver errors (fake drivers: the real one has undefined behaviour).
 		{name: "error/stream-of-other-context", twoGPUs: true, strict: true, run: func(r *run) outcome {
 			s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")

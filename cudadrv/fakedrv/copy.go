@@ -278,6 +278,10 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if slot.Fence&(1<<op.Kind) != 0 {
 		return cudadrv.CopyNeedFence
 	}
+	if !sync && op.Flags&cudadrv.CopyPlan != 0 {
+		op.Taken = int32(run)
+		return cudadrv.CopyPlanned
+	}
 	// Step 8 of the protocol: a zcopy with pageable memory detaches.
 	detach := *locked && !sync && blocking
 	joined := !sync && !detach && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
