@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Blocking collectives (issue 13, first piece): MPI_Bcast, Allreduce, Reduce,
- * Reduce_local, Allgather, Gather, Scatter, Alltoall, Scan, Exscan and
- * Reduce_scatter_block, and their large-count MPI_X_c forms on an MPI-4
+ * Reduce_local, Allgather, Gather, Scatter, Alltoall, Scan, Exscan,
+ * Reduce_scatter_block and Reduce_scatter, and their large-count MPI_X_c forms on an MPI-4
  * library. MPI_Barrier has no buffer and is not wrapped.
  *
  * Staged as point-to-point is: each device buffer that the standard makes
@@ -161,6 +161,31 @@ static int coll_end(struct coll *c, int rc)
     return rc;
 }
 
+/* The sum of counts[0..n) in *total; 0 (pass through: MPI reports it) when
+ * one is negative or the sum is out of range. int and MPI_Count arrays. */
+#define COLL_SUM(NAME, COUNT_T)                                                  \
+    static int NAME(int n, const COUNT_T counts[], MPI_Count *total)             \
+    {                                                                            \
+        MPI_Count sum = 0;                                                       \
+        for (int i = 0; i < n; i++) {                                            \
+            if (counts[i] < 0 || (MPI_Count)counts[i] > ((MPI_Count)1 << 62) - sum) \
+                return 0;                                                        \
+            sum += counts[i];                                                    \
+        }                                                                        \
+        *total = sum;                                                            \
+        return 1;                                                                \
+    }
+
+COLL_SUM(coll_sum_int, int)
+#if SHIM_LARGE_COUNT
+COLL_SUM(coll_sum_count, MPI_Count)
+#define coll_sum(n, counts, total)                                                   \
+    _Generic((counts), const int *: coll_sum_int, int *: coll_sum_int, default: coll_sum_count)( \
+        n, counts, total)
+#else
+#define coll_sum coll_sum_int
+#endif
+
 /* ---- the wrappers -------------------------------------------------------------------- */
 
 /* Every wrapper: the one cached check, begin, stage, PMPI with the user's
@@ -266,6 +291,27 @@ static int coll_end(struct coll *c, int rc)
         COLL_RUN(PMPI_Reduce_scatter_block##SFX(sendbuf, recvbuf, count, dt, op, comm),           \
                  PMPI_Reduce_scatter_block##SFX(coll_arg(&c, 0, sendbuf),                         \
                                                 coll_arg(&c, 1, recvbuf), count, dt, op, comm));  \
+    }                                                                                             \
+                                                                                                  \
+    /* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:         \
+     * both in recvbuf). A negative count is MPI's to report. */                                 \
+    SHIM_EXPORT int MPI_Reduce_scatter##SFX(const void *sendbuf, void *recvbuf,                   \
+                                            const COUNT_T counts[], MPI_Datatype dt, MPI_Op op,   \
+                                            MPI_Comm comm)                                        \
+    {                                                                                             \
+        struct coll c;                                                                            \
+        MPI_Count total = 0;                                                                      \
+        if (SHIM_LIKELY(!shim_active()) ||                                                        \
+            !coll_begin(&c, "MPI_Reduce_scatter" #SFX, comm, MPI_UNDEFINED) ||                    \
+            !coll_sum(c.size, counts, &total))                                                    \
+            return PMPI_Reduce_scatter##SFX(sendbuf, recvbuf, counts, dt, op, comm);              \
+        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
+        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));                \
+        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, 1, in_place ? total : counts[c.rank], dt,      \
+                                   in_place ? SHIM_BOTH : SHIM_FROM_MPI, counts[c.rank]));        \
+        COLL_RUN(PMPI_Reduce_scatter##SFX(sendbuf, recvbuf, counts, dt, op, comm),                \
+                 PMPI_Reduce_scatter##SFX(coll_arg(&c, 0, sendbuf), coll_arg(&c, 1, recvbuf),     \
+                                          counts, dt, op, comm));                                 \
     }                                                                                             \
                                                                                                   \
     /* Allgather, Alltoall: recvbuf holds size x recvcount. MPI_IN_PLACE:                         \

@@ -147,7 +147,7 @@ static void verify(struct buf *b, const char *what)
 /* Added to every rank number by ival/dval: the MPI_IN_PLACE reductions use
  * other values than the send buffers (the shim's staging memory is reused
  * from its pool: a missing copy-in must not find the right bytes there). */
-static int vbase;
+static int vbase, in_place_calls;
 
 /* Element i of rank r's contribution. */
 static int ival(int r, size_t i)
@@ -363,7 +363,7 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     } while (0)
 #define IN_PLACE_R(elems)                                            \
     do {                                                             \
-        vbase = 50;                                                  \
+        vbase = 50 + (in_place_calls++ % 40); /* new each time */   \
         memset(r.want, OLD, (size_t)nranks * bn + 2 * GUARD);        \
         fill(want_at(&r, 0), t, rank, elems);                        \
         put(&r);                                                     \
@@ -388,11 +388,7 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     /* 250 elements: Debian's MPICH 4.0.2 itself faults (host memory, no shim)
      * in an MPI_IN_PLACE Reduce of more than 2048 bytes at the root. */
     size_t nip = 250;
-    if (rank == root)
-        IN_PLACE_R(nip);
-    else
-        RESET_R();
-    vbase = 0; /* the other ranks send from s */
+    RESET_R(); /* vbase 0: the other ranks send from s */
     if (rank == root) {
         fill(want_at(&r, 0), t, rank, nip);
         put(&r);
@@ -436,6 +432,26 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     MPI_OK(MPI_Reduce_scatter_block(MPI_IN_PLACE, r.p, (int)n, t, op, MPI_COMM_WORLD));
     reduced(want_at(&r, 0), t, op, nranks, (size_t)rank * n, n);
     verify(&r, WHAT("MPI_Reduce_scatter_block in place"));
+
+    /* Reduce_scatter: uneven blocks, n - 100 q elements for rank q. */
+    {
+        int rc_counts[64];
+        size_t off = 0, total = 0;
+        for (int q = 0; q < nranks && q < 64; q++) {
+            rc_counts[q] = (int)n - 100 * q;
+            off += q < rank ? (size_t)rc_counts[q] : 0;
+            total += (size_t)rc_counts[q];
+        }
+        RESET_R();
+        MPI_OK(MPI_Reduce_scatter(s.p, r.p, rc_counts, t, op, MPI_COMM_WORLD));
+        reduced(want_at(&r, 0), t, op, nranks, off, (size_t)rc_counts[rank]);
+        verify(&r, WHAT("MPI_Reduce_scatter"));
+
+        IN_PLACE_R(total);
+        MPI_OK(MPI_Reduce_scatter(MPI_IN_PLACE, r.p, rc_counts, t, op, MPI_COMM_WORLD));
+        reduced(want_at(&r, 0), t, op, nranks, off, (size_t)rc_counts[rank]);
+        verify(&r, WHAT("MPI_Reduce_scatter in place"));
+    }
 
     vbase = 0;
     /* Reduce_local: inoutbuf = in op inoutbuf (rank 0 and this rank's data). */
