@@ -642,36 +642,11 @@ static void test_special(void)
 
 /* ---- refused input: a clear MPI error, nothing sent --------------------------------- */
 
-/* 1 when MPI_Error_string returns what MPI_Add_error_string set. Debian's
- * MPICH 4.0.2 does not (measured): the shim then raises the plain class and
- * prints its message on stderr (the CTest checks that line), and only the
- * class can be checked here. */
-static int added_strings_kept(void)
-{
-    static int kept = -1;
-    if (kept < 0) {
-        int code = MPI_SUCCESS, len = 0;
-        char text[MPI_MAX_ERROR_STRING] = "";
-        MPI_Add_error_code(MPI_ERR_OTHER, &code);
-        MPI_Add_error_string(code, "p2p_device: probe");
-        MPI_Error_string(code, text, &len);
-        kept = strcmp(text, "p2p_device: probe") == 0;
-        if (!kept)
-            printf("p2p_device: rank %d: this MPI loses added error strings: "
-                   "error classes checked, messages on stderr\n", rank);
-    }
-    return kept;
-}
-
 static void expect_error(int rc, int want_class, const char *call, const char *what)
 {
-    int cls = MPI_SUCCESS, len = 0;
-    char text[MPI_MAX_ERROR_STRING] = "";
-    if (rc != MPI_SUCCESS) {
-        MPI_Error_class(rc, &cls);
-        MPI_Error_string(rc, text, &len);
-    }
-    CHECK(cls == want_class && (strstr(text, call) != NULL || !added_strings_kept()),
+    int cls;
+    char text[MPI_MAX_ERROR_STRING];
+    CHECK(mpi_prog_error_is("p2p_device", rank, rc, want_class, call, &cls, text),
           "%s: rc %d class %d (want %d), message '%s' should name %s", what, rc, cls, want_class,
           text, call);
 }

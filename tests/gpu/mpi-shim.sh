@@ -8,7 +8,8 @@
 #   tests/gpu/mpi-shim.sh BUILD_DIR
 #
 # The same programs as mpi/tests/CMakeLists.txt runs on the fake driver:
-# p2p_device under LD_PRELOAD with 2 and 3 ranks (3 ranks share the GPUs),
+# p2p_device and coll_device (blocking collectives) under LD_PRELOAD with 2
+# and 3 ranks (3 ranks share the GPUs),
 # the Fortran program f_p2p in each binding built (mpif.h, use mpi, mpi_f08),
 # the negative controls (without the shim, and CUCOPY_MPI=off: device
 # buffers reach MPI, which must fault), the host-only program with and
@@ -51,9 +52,12 @@ check() {
 export CUCOPY_MPI_STATS=1 CUCOPY_MPI=auto
 check mpi_shim_p2p_n2 pass 2 yes mpi_shim_p2p_device
 check mpi_shim_p2p_n3 pass 3 yes mpi_shim_p2p_device
+check mpi_shim_coll_n2 pass 2 yes mpi_shim_coll_device
+check mpi_shim_coll_n3 pass 3 yes mpi_shim_coll_device
 check mpi_shim_host_only pass 2 yes mpi_shim_host_only --expect-shim
 check mpi_shim_host_only_plain pass 2 no mpi_shim_host_only --expect-no-shim
 check mpi_shim_negative_control fault 2 no mpi_shim_p2p_device blocking
+check mpi_shim_coll_negative_control fault 2 no mpi_shim_coll_device bcast
 CUCOPY_MPI=off check mpi_shim_off fault 2 yes mpi_shim_p2p_device blocking
 for b in mpifh usempi f08; do
     [[ -x $build/bin/mpi_shim_f_$b ]] && check mpi_shim_fortran_$b pass 2 yes mpi_shim_f_$b
