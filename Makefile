@@ -19,6 +19,15 @@ DEMO_ITERS  ?= 20
 BENCH_ARGS  ?= --devices all --sizes 8,4K,64K,1M,16M,64M
 FAKE_DRIVER := $(BUILD_DIR)/fakecuda/libcuda.so.1
 PREFIX      ?= /usr/local
+# linux/arm64: the cross build (cmake/toolchain-aarch64-linux-gnu.cmake) and
+# its tests under qemu-user. `make test` ends with test-arm64 on an x86-64
+# host unless TEST_ARM64=0.
+ARM64_BUILD_DIR ?= $(BUILD_DIR)-arm64
+ARM64_SYSROOT   ?= /usr/aarch64-linux-gnu
+ARM64_QEMU      ?= qemu-aarch64 -L $(ARM64_SYSROOT)
+ARM64_GO_ENV    := GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc
+ARM64_APT       := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gfortran-aarch64-linux-gnu qemu-user
+TEST_ARM64      ?= 1
 
 # Without HOME (some CI runners) Go has no cache directory: use the build tree,
 # as CMakeLists.txt does.
@@ -32,11 +41,11 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 MAKEFLAGS   += --no-print-directory
 .DEFAULT_GOAL := help
-.PHONY: help build test demo test-gpu bench clean prereqs install
+.PHONY: help build test demo test-gpu bench clean prereqs install prereqs-arm64 build-arm64 test-arm64
 
 help: ## list the targets
 	@echo "cucopy — make targets:"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 12
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## /  \1\t/' | expand -t 16
 
 prereqs: ## install what is missing (cmake via apt-get; checks go and a C compiler)
 	@command -v cmake >/dev/null 2>&1 || { \
@@ -64,13 +73,21 @@ prereqs: ## install what is missing (cmake via apt-get; checks go and a C compil
 	    $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran pkg-config >/dev/null; }; }
 
+prereqs-arm64: prereqs ## install what the arm64 cross build needs (aarch64 cross gcc/g++/gfortran, qemu-user)
+	@command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 && \
+	 command -v aarch64-linux-gnu-gfortran >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 || { \
+	  echo "prereqs-arm64: installing the aarch64 cross compilers and qemu-user (apt-get)"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ARM64_APT) >/dev/null 2>&1 || { \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ARM64_APT) >/dev/null; }; }
+
 $(BUILD_DIR)/CMakeCache.txt: | prereqs
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
 
 build: prereqs $(BUILD_DIR)/CMakeCache.txt ## configure (./build) and build library, fake driver, tests, tools
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-test: build ## Go vet + tests (race on core, cudadrv), then the CTest suite (fake driver)
+test: build ## Go vet + tests (race on core, cudadrv), the CTest suite (fake driver), then test-arm64
 	@all=$$($(GO) list -e ./... 2>/dev/null); \
 	race=$$(grep -E '$(RACE_PKGS)' <<<"$$all" || true); \
 	rest=$$(grep -vE '$(RACE_PKGS)' <<<"$$all" || true); \
@@ -81,6 +98,28 @@ test: build ## Go vet + tests (race on core, cudadrv), then the CTest suite (fak
 	if [ -n "$$rest" ]; then $(GO) test $$rest; fi
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 	@cat $(BUILD_DIR)/glibc-floor.txt 2>/dev/null || true
+	@if [ "$(TEST_ARM64)" = 0 ]; then echo "test: test-arm64 skipped (TEST_ARM64=0)"; \
+	elif [ "$$(uname -m)" != x86_64 ]; then echo "test: test-arm64 skipped (it cross-builds from x86-64; this is $$(uname -m))"; \
+	else $(MAKE) test-arm64; fi
+
+$(ARM64_BUILD_DIR)/CMakeCache.txt: | prereqs-arm64
+	cmake -S . -B $(ARM64_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-aarch64-linux-gnu.cmake >/dev/null
+
+build-arm64: prereqs-arm64 $(ARM64_BUILD_DIR)/CMakeCache.txt ## cross-build everything for linux/arm64 (./build-arm64; no MPI parts)
+	cmake --build $(ARM64_BUILD_DIR) -j$(JOBS)
+
+# The Go tests run under qemu against the arm64 fake driver; not under -race:
+# the race detector's arm64 runtime needs a 48-bit address space, and
+# qemu-user on x86-64 (47-bit) gives its guest 39 bits. Then the CTest suite
+# (CTest runs each binary through qemu; tests/c/CMakeLists.txt lists what the
+# emulator disables or shortens).
+test-arm64: build-arm64 ## Go tests and the CTest suite for linux/arm64 under qemu-aarch64 (fake driver)
+	@set -x; \
+	env $(ARM64_GO_ENV) CUCOPY_CUDA_DRIVER=$(abspath $(ARM64_BUILD_DIR))/fakecuda/libcuda.so.1 \
+	  $(GO) test -exec '$(ARM64_QEMU)' ./...
+	ctest --test-dir $(ARM64_BUILD_DIR) --output-on-failure -j2
+	@cat $(ARM64_BUILD_DIR)/glibc-floor.txt 2>/dev/null || true
 
 # Real GPUs when nvidia-smi lists one, else the fake two-GPU driver (said so).
 PICK_DRIVER = if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
@@ -109,6 +148,6 @@ bench: build ## perftest on every device: CSV (build/bench.csv), a table, then t
 install: build ## install into $(PREFIX) (default /usr/local; DESTDIR=... stages)
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
-clean: ## remove the build tree and Go's test cache
-	rm -rf $(BUILD_DIR)
+clean: ## remove the build trees (x86-64, arm64) and Go's test cache
+	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR)
 	-$(GO) clean -testcache

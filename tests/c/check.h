@@ -67,6 +67,17 @@ long tc_failures(void);
 /* Monotonic seconds. */
 double tc_now(void);
 
+/* The emulator this test runs under, from $CUCOPY_TEST_EMULATOR (words
+ * separated by spaces, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; CTest
+ * sets it in a cross build, whose binaries the host's execve cannot start),
+ * or "" natively. */
+const char *tc_emulator(void);
+
+/* Replace this process with this test's binary (/proc/self/exe) run with
+ * args (NULL-terminated, args[0] the program name), through tc_emulator()
+ * when set. Returns only if the exec failed. */
+void tc_exec_self(char *const args[]);
+
 #define CHECK(cond) tc_check(!!(cond), __FILE__, __LINE__, "%s", #cond)
 #define CHECKF(cond, ...) tc_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 /* For checks inside loops: a failure counts (and prints), a pass does not.

@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -397,11 +399,30 @@ static void foreign_fault_handler(int sig)
     _exit(99);
 }
 
+/* Whether the kernel copies host memory here (process_vm_readv on this
+ * process, as core/cpucopy.go does): where it does not (qemu-user answers
+ * ENOSYS, some sandboxes EPERM) host copies take the Go copy, which relies
+ * on Go's fault handler, so a replaced handler is outside what cucopy
+ * promises there. */
+static int kernel_copy_works(void)
+{
+    char a = 1, b = 0;
+    struct iovec local = {&b, 1};
+    struct iovec remote = {&a, 1};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 && b == 1;
+}
+
 /* The same host copies of an unmapped address after the program replaced
  * the fault handlers (as gfortran's runtime or an MPI library may, after
  * iface_open): still a clear error, and the program's handler never runs. */
 static void freed_pointers_foreign_handler(cucopy_ep_h ep)
 {
+    if (!kernel_copy_works()) {
+        printf("test_bad_input: SKIP host copies under a foreign fault handler: no "
+               "process_vm_readv here (%s)\n",
+               strerror(errno));
+        return;
+    }
     struct sigaction sa;
     struct sigaction old_segv;
     struct sigaction old_bus;
@@ -500,7 +521,7 @@ static void env_case(const char *which, const char *var, const char *value)
     REQUIRE(pid >= 0);
     if (pid == 0) {
         setenv(var, value, 1);
-        execl("/proc/self/exe", "test_bad_input", "--env-child", which, (char *)NULL);
+        tc_exec_self((char *const[]){"test_bad_input", "--env-child", (char *)which, NULL});
         _exit(127);
     }
     int st = 0;

@@ -1090,8 +1090,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < nb; i++) {
             const struct fcase *fc = &cases[b + i];
             char cmd[4400];
-            snprintf(cmd, sizeof(cmd), "'%s' --inject %d %d %s %d 2>&1", self, fc->c,
-                     lib_step[fc->c], entry_names[fc->e], fc->j);
+            snprintf(cmd, sizeof(cmd), "%s '%s' --inject %d %d %s %d 2>&1", tc_emulator(), self,
+                     fc->c, lib_step[fc->c], entry_names[fc->e], fc->j);
             fs[i] = popen(cmd, "r");
             REQUIRE(fs[i] != NULL);
         }

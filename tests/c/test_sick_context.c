@@ -484,7 +484,7 @@ int main(int argc, char **argv)
         REQUIRE(pid >= 0);
         if (pid == 0) {
             char arg[2] = {(char)('0' + round), '\0'};
-            execl("/proc/self/exe", argv[0], "--round", arg, (char *)NULL);
+            tc_exec_self((char *const[]){argv[0], "--round", arg, NULL});
             _exit(127);
         }
         int status = 0;

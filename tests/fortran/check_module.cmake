@@ -494,8 +494,9 @@ elseif(MODE STREQUAL "generate")
   file(WRITE "${OUT_F}" "${_f}")
 
 elseif(MODE STREQUAL "compare")
+  string(REPLACE "|" ";" _emulator "${EMULATOR}") # a cross build's (CMakeLists.txt)
   foreach(_side C F)
-    execute_process(COMMAND "${${_side}_EXE}" OUTPUT_VARIABLE _out_${_side}
+    execute_process(COMMAND ${_emulator} "${${_side}_EXE}" OUTPUT_VARIABLE _out_${_side}
                     RESULT_VARIABLE _rc ERROR_VARIABLE _err)
     if(NOT _rc EQUAL 0)
       message(FATAL_ERROR "${${_side}_EXE} failed (${_rc}): ${_err}")

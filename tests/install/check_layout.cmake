@@ -4,6 +4,7 @@
 #       -DVERSION=<x.y.z> -DREADELF=<readelf> -DDRIVER=<fake libcuda.so.1>
 #       -DWITH_FORTRAN=ON|OFF -DTOOLS=<installed tools>
 #       [-DMPI_SHIMS=<libcucopy_mpi*.so>] [-DMPI_PCS=<their .pc names>]
+#       [-DEMULATOR=a|b] (a cross build: runs the installed tools through it)
 #       [-DPKG_CONFIG=<pkg-config>] -P check_layout.cmake
 #
 # The installed tree has every file, the library symlink, the SONAME, no
@@ -123,7 +124,8 @@ foreach(_exe IN LISTS TOOLS)
     set(_args --help)
   endif()
   if(EXISTS "${PREFIX}/${BINDIR}/${_exe}")
-    execute_process(COMMAND "${PREFIX}/${BINDIR}/${_exe}" ${_args}
+    string(REPLACE "|" ";" _emulator "${EMULATOR}") # a cross build's (CMakeLists.txt)
+    execute_process(COMMAND ${_emulator} "${PREFIX}/${BINDIR}/${_exe}" ${_args}
                     RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
     if(NOT _rc EQUAL 0)
       list(APPEND _fail "installed ${_exe} ${_args} failed (${_rc}): ${_err}")

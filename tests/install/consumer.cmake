@@ -5,7 +5,7 @@
 # cmake -DMODE=cmake|pkgconfig -DLANG=C|Fortran -DSRC=<consumer dir>
 #       -DWORK=<scratch dir> -DPREFIX=<installed prefix> -DLIBDIR=<lib>
 #       -DDRIVER=<fake libcuda.so.1> -DDEVICES=<n> -DVERSION=<x.y.z>
-#       [-DGENERATOR=...] [-DCC=...] [-DFC=...] [-DPKG_CONFIG=...]
+#       [-DGENERATOR=...] [-DCC=...] [-DFC=...] [-DPKG_CONFIG=...] [-DEMULATOR=a|b]
 #       -P consumer.cmake
 #
 # MODE=cmake:     cmake -S SRC -B WORK -DCMAKE_PREFIX_PATH=PREFIX; cmake --build
@@ -100,7 +100,8 @@ endif()
 set(ENV{CUCOPY_CUDA_DRIVER} "${DRIVER}")
 set(ENV{FAKECUDA_DEVICES} "${DEVICES}")
 message(STATUS "$ CUCOPY_CUDA_DRIVER=${DRIVER} FAKECUDA_DEVICES=${DEVICES} ${EXE} ${DEVICES}")
-execute_process(COMMAND "${EXE}" "${DEVICES}" RESULT_VARIABLE rc
+string(REPLACE "|" ";" _emulator "${EMULATOR}") # a cross build's (CMakeLists.txt)
+execute_process(COMMAND ${_emulator} "${EXE}" "${DEVICES}" RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NOT rc EQUAL 0 OR NOT out MATCHES "(^|\n) *OK\n?$")
