@@ -122,7 +122,12 @@ func TestDriverMissing(t *testing.T) {
 // TestFakeDriver runs the whole tool against the fake driver when it has
 // been built (build/fakecuda/libcuda.so.1, or $CUCOPY_INFO_TEST_DRIVER).
 func TestFakeDriver(t *testing.T) {
+	// The driver of the tests' architecture: make test-arm64 sets
+	// CUCOPY_CUDA_DRIVER to the arm64 fake (build/ holds the x86-64 one).
 	path := os.Getenv("CUCOPY_INFO_TEST_DRIVER")
+	if path == "" {
+		path = os.Getenv("CUCOPY_CUDA_DRIVER")
+	}
 	if path == "" {
 		path, _ = filepath.Abs("../../build/fakecuda/libcuda.so.1")
 	}
