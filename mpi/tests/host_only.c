@@ -20,18 +20,9 @@
 
 #include "mpi_prog.h"
 
-static int rank, nranks, failures;
+static int rank, nranks, failures, checks;
 
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            fprintf(stderr, "host_only: rank %d: FAILED at %s:%d: ", rank, __FILE__,    \
-                    __LINE__);                                                          \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fputc('\n', stderr);                                                        \
-        }                                                                               \
-    } while (0)
+#define CHECK(cond, ...) MPI_PROG_CHECK("host_only", rank, checks, failures, cond, __VA_ARGS__)
 
 static void check_maps(int expect_shim, const char *when)
 {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the MPI programs run under the shim share (the tests in mpi/tests and
- * mpi/bench's cucopy_mpi_bench): a fatal check of MPI calls, and a look at
- * this process's mappings (is the shim, libcucopy or a libcuda loaded?).
+ * mpi/bench's cucopy_mpi_bench): a fatal check of MPI calls, a counted
+ * check, and a look at this process's mappings (is the shim, libcucopy or a
+ * libcuda loaded?).
  */
 #ifndef CUCOPY_MPI_PROG_H
 #define CUCOPY_MPI_PROG_H
@@ -24,6 +25,20 @@
                     __LINE__, #call, s_);                                                 \
             MPI_Abort(MPI_COMM_WORLD, 2);                                                 \
         }                                                                                 \
+    } while (0)
+
+/* One check of @p cond, counted in @p checks and (failed) @p failures; a
+ * failure says where and why on stderr, naming @p prog and @p rank. */
+#define MPI_PROG_CHECK(prog, rank, checks, failures, cond, ...)                          \
+    do {                                                                              \
+        (checks)++;                                                                   \
+        if (!(cond)) {                                                                \
+            (failures)++;                                                             \
+            fprintf(stderr, "%s: rank %d: FAILED at %s:%d: ", prog, rank, __FILE__,    \
+                    __LINE__);                                                        \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fputc('\n', stderr);                                                      \
+        }                                                                             \
     } while (0)
 
 /* 1 when a mapping of this process (/proc/self/maps) names @p what, 0 when

@@ -28,17 +28,7 @@ static int rank, nranks, ndev, provided;
 static int failures, checks;
 static cdContext primary[2];
 
-#define CHECK(cond, ...)                                                              \
-    do {                                                                              \
-        checks++;                                                                     \
-        if (!(cond)) {                                                                \
-            failures++;                                                               \
-            fprintf(stderr, "p2p_device: rank %d: FAILED at %s:%d: ", rank, __FILE__, \
-                    __LINE__);                                                        \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fputc('\n', stderr);                                                      \
-        }                                                                             \
-    } while (0)
+#define CHECK(cond, ...) MPI_PROG_CHECK("p2p_device", rank, checks, failures, cond, __VA_ARGS__)
 
 #define MPI_OK(call) MPI_OK_OR_ABORT("p2p_device", rank, call)
 
