@@ -114,4 +114,13 @@ func _() {
 	_ = x[unsafe.Sizeof(core.IOV{})-C.sizeof_cucopy_iov_t]
 	_ = x[unsafe.Offsetof(core.IOV{}.Buffer)-unsafe.Offsetof(C.cucopy_iov_t{}.buffer)]
 	_ = x[unsafe.Offsetof(core.IOV{}.Length)-unsafe.Offsetof(C.cucopy_iov_t{}.length)]
+	// cucopy_iov_memh_t and cucopy_copy_t, read in place (ep.go).
+	_ = x[unsafe.Sizeof(iovMemh{})-C.sizeof_cucopy_iov_memh_t]
+	_ = x[unsafe.Offsetof(iovMemh{}.length)-unsafe.Offsetof(C.cucopy_iov_memh_t{}.length)]
+	_ = x[unsafe.Offsetof(iovMemh{}.memh)-unsafe.Offsetof(C.cucopy_iov_memh_t{}.memh)]
+	_ = x[unsafe.Sizeof(copyEntry{})-C.sizeof_cucopy_copy_t]
+	_ = x[unsafe.Offsetof(copyEntry{}.src)-unsafe.Offsetof(C.cucopy_copy_t{}.src)]
+	_ = x[unsafe.Offsetof(copyEntry{}.length)-unsafe.Offsetof(C.cucopy_copy_t{}.length)]
+	_ = x[unsafe.Offsetof(copyEntry{}.dstMemh)-unsafe.Offsetof(C.cucopy_copy_t{}.dst_memh)]
+	_ = x[unsafe.Offsetof(copyEntry{}.srcMemh)-unsafe.Offsetof(C.cucopy_copy_t{}.src_memh)]
 }

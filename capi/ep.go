@@ -54,11 +54,31 @@ func cucopyGoEpDestroy(h C.uint64_t) C.int {
 	})
 }
 
+// cucopyGoEpShort's how: bit 0 put (else get), bit 1 the _memh function.
+const (
+	shortPut  = 1
+	shortMemh = 2
+)
+
 //export cucopyGoEpShort
-func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_t, remote C.uint64_t) C.int {
-	op := core.OpName(put != 0, true)
+func cucopyGoEpShort(h C.uint64_t, how C.int, buffer C.uintptr_t, memh C.uint64_t, length C.size_t, remote C.uint64_t, remoteMemh C.uint64_t) C.int {
+	put := how&shortPut != 0
+	op := core.OpName(put, true, how&shortMemh != 0)
 	return call(eps, h, op, func(ep *core.Ep) C.int {
-		if err := ep.Short(put != 0, uintptr(buffer), uint64(length), uint64(remote)); err != nil {
+		bh, err := memhOf(op, "memh", memh)
+		if err != nil {
+			return fail(err)
+		}
+		rh, err := memhOf(op, "remote_memh", remoteMemh)
+		if err != nil {
+			return fail(err)
+		}
+		if how&shortMemh == 0 {
+			err = ep.Short(put, uintptr(buffer), uint64(length), uint64(remote))
+		} else {
+			err = ep.ShortMemh(put, uintptr(buffer), bh, uint64(length), uint64(remote), rh)
+		}
+		if err != nil {
 			return fail(err)
 		}
 		return 0
@@ -67,7 +87,7 @@ func cucopyGoEpShort(h C.uint64_t, put C.int, buffer C.uintptr_t, length C.size_
 
 //export cucopyGoEpZcopy
 func cucopyGoEpZcopy(h C.uint64_t, put C.int, iov *C.cucopy_iov_t, iovcnt C.size_t, remote C.uint64_t, comp C.uintptr_t) C.int {
-	op := core.OpName(put != 0, false)
+	op := core.OpName(put != 0, false, false)
 	return call(eps, h, op, func(ep *core.Ep) C.int {
 		if iovcnt == 0 || iovcnt > core.MaxIOV {
 			return failf(core.ErrInvalid, op, "iovcnt %d: want 1 to %d", uint64(iovcnt), core.MaxIOV)
@@ -77,6 +97,73 @@ func cucopyGoEpZcopy(h C.uint64_t, put C.int, iov *C.cucopy_iov_t, iovcnt C.size
 		}
 		v := unsafe.Slice((*core.IOV)(unsafe.Pointer(iov)), int(iovcnt))
 		return result(ep.Zcopy(put != 0, v, uint64(remote), uintptr(comp)))
+	})
+}
+
+// iovMemh is cucopy_iov_memh_t and copyEntry cucopy_copy_t, read in place
+// from the caller's array (layouts checked in abi.go); the handles are
+// their bits, never Go pointers.
+type iovMemh struct {
+	buffer uintptr
+	length uint64
+	memh   uint64
+}
+
+type copyEntry struct {
+	dst, src         uintptr
+	length           uint64
+	dstMemh, srcMemh uint64
+}
+
+//export cucopyGoEpZcopyMemh
+func cucopyGoEpZcopyMemh(h C.uint64_t, put C.int, iov *C.cucopy_iov_memh_t, iovcnt C.size_t, remote C.uint64_t, remoteMemh C.uint64_t, comp C.uintptr_t) C.int {
+	op := core.OpName(put != 0, false, true)
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if iovcnt == 0 || iovcnt > core.MaxIOV {
+			return failf(core.ErrInvalid, op, "iovcnt %d: want 1 to %d", uint64(iovcnt), core.MaxIOV)
+		}
+		if iov == nil {
+			return failf(core.ErrInvalid, op, "iov is NULL")
+		}
+		rh, err := memhOf(op, "remote_memh", remoteMemh)
+		if err != nil {
+			return fail(err)
+		}
+		var v [core.MaxIOV]core.IOV
+		var hs [core.MaxIOV]*core.MemHandle
+		for k, e := range unsafe.Slice((*iovMemh)(unsafe.Pointer(iov)), int(iovcnt)) {
+			v[k] = core.IOV{Buffer: e.buffer, Length: e.length}
+			if hs[k], err = memhOf(op, "iov[].memh", C.uint64_t(e.memh)); err != nil {
+				return fail(err)
+			}
+		}
+		return result(ep.ZcopyMemh(put != 0, v[:iovcnt], hs[:iovcnt], uint64(remote), rh, uintptr(comp)))
+	})
+}
+
+//export cucopyGoEpCopyBatch
+func cucopyGoEpCopyBatch(h C.uint64_t, copies *C.cucopy_copy_t, count C.size_t, comp C.uintptr_t) C.int {
+	const op = "ep_copy_batch"
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if count == 0 || count > core.MaxIOV {
+			return failf(core.ErrInvalid, op, "count %d: want 1 to %d", uint64(count), core.MaxIOV)
+		}
+		if copies == nil {
+			return failf(core.ErrInvalid, op, "copies is NULL")
+		}
+		var b [core.MaxIOV]core.BatchCopy
+		var err error
+		for k, e := range unsafe.Slice((*copyEntry)(unsafe.Pointer(copies)), int(count)) {
+			c := &b[k]
+			c.Dst, c.Src, c.Len = uint64(e.dst), uint64(e.src), e.length
+			if c.DstH, err = memhOf(op, "copies[].dst_memh", C.uint64_t(e.dstMemh)); err != nil {
+				return fail(err)
+			}
+			if c.SrcH, err = memhOf(op, "copies[].src_memh", C.uint64_t(e.srcMemh)); err != nil {
+				return fail(err)
+			}
+		}
+		return result(ep.Batch(b[:count], uintptr(comp)))
 	})
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 
 // The memory-domain exports on a context: cucopy_mem_query, mem_alloc,
-// mem_free, and mem_reg/mem_dereg with the registrations' handle table.
+// mem_free, mem_reg, mem_describe and mem_dereg with the memory handles'
+// table.
 
 package main
 
@@ -14,7 +15,7 @@ import (
 	"github.com/cucopy/cucopy/core"
 )
 
-var memhs = newHandleTable[core.Registration]("memh", 1<<16)
+var memhs = newHandleTable[core.MemHandle]("memh", 1<<16)
 
 const (
 	memAttrKnown = C.CUCOPY_MEM_ATTR_MEM_TYPE | C.CUCOPY_MEM_ATTR_PINNED | C.CUCOPY_MEM_ATTR_DEVICE |
@@ -128,25 +129,57 @@ func cucopyGoMemReg(h C.uint64_t, addr C.uintptr_t, length C.size_t, flags C.uns
 		if wantOut == 0 {
 			return failf(core.ErrInvalid, op, "memh_p is NULL")
 		}
-		reg, err := ctx.MemReg(uint64(addr), uint64(length), uint32(flags))
-		if err != nil {
+		h, err := ctx.MemReg(uint64(addr), uint64(length), uint32(flags))
+		return addMemh(op, ctx, h, err, out)
+	})
+}
+
+//export cucopyGoMemDescribe
+func cucopyGoMemDescribe(h C.uint64_t, addr C.uintptr_t, length C.size_t, wantOut C.int, out *C.uint64_t) C.int {
+	const op = "mem_describe"
+	return call(contexts, h, op, func(ctx *core.Context) C.int {
+		if wantOut == 0 {
+			return failf(core.ErrInvalid, op, "memh_p is NULL")
+		}
+		mh, err := ctx.MemDescribe(uint64(addr), uint64(length))
+		return addMemh(op, ctx, mh, err, out)
+	})
+}
+
+// addMemh gives C a handle for a new memory handle.
+func addMemh(op string, ctx *core.Context, h *core.MemHandle, err error, out *C.uint64_t) C.int {
+	if err != nil {
+		return fail(err)
+	}
+	mh := memhs.add(h)
+	if mh == 0 {
+		if err := ctx.MemDereg(h); err != nil {
 			return fail(err)
 		}
-		mh := memhs.add(reg)
-		if mh == 0 {
-			ctx.MemDereg(reg)
-			return failf(core.ErrNoResource, op, "too many registrations")
-		}
-		*out = C.uint64_t(mh)
-		return 0
-	})
+		return failf(core.ErrNoResource, op, "too many memory handles")
+	}
+	*out = C.uint64_t(mh)
+	return 0
+}
+
+// memhOf is the memory handle h names (0: none) for a copy; what names the
+// argument in the message.
+func memhOf(op, what string, h C.uint64_t) (*core.MemHandle, error) {
+	if h == 0 {
+		return nil, nil
+	}
+	e := memhs.entry(uint64(h))
+	if e == nil {
+		return nil, &core.Error{Status: core.ErrHandle, Op: op, Msg: what + ": invalid memory handle (released, or never made)"}
+	}
+	return e.obj, nil
 }
 
 //export cucopyGoMemDereg
 func cucopyGoMemDereg(h C.uint64_t, memh C.uint64_t) C.int {
 	const op = "mem_dereg"
 	return call(contexts, h, op, func(ctx *core.Context) C.int {
-		return call(memhs, memh, op, func(reg *core.Registration) C.int {
+		return call(memhs, memh, op, func(reg *core.MemHandle) C.int {
 			if err := ctx.MemDereg(reg); err != nil {
 				return fail(err) // still registered: the handle stays for a retry
 			}

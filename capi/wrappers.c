@@ -243,16 +243,64 @@ cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer, size_t l
                                     uint64_t remote_addr)
 {
     GUARD("ep_put_short");
-    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 1, (uintptr_t)buffer, length,
-                                            remote_addr);
+    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 1, (uintptr_t)buffer, 0, length,
+                                            remote_addr, 0);
 }
 
 cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
     GUARD("ep_get_short");
-    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 0, (uintptr_t)buffer, length,
-                                            remote_addr);
+    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 0, (uintptr_t)buffer, 0, length,
+                                            remote_addr, 0);
+}
+
+cucopy_status_t cucopy_ep_put_short_memh(cucopy_ep_h ep, const void *buffer, cucopy_memh_h memh,
+                                         size_t length, uint64_t remote_addr,
+                                         cucopy_memh_h remote_memh)
+{
+    GUARD("ep_put_short_memh");
+    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 3, (uintptr_t)buffer,
+                                            HANDLE_BITS(memh), length, remote_addr,
+                                            HANDLE_BITS(remote_memh));
+}
+
+cucopy_status_t cucopy_ep_get_short_memh(cucopy_ep_h ep, void *buffer, cucopy_memh_h memh,
+                                         size_t length, uint64_t remote_addr,
+                                         cucopy_memh_h remote_memh)
+{
+    GUARD("ep_get_short_memh");
+    return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 2, (uintptr_t)buffer,
+                                            HANDLE_BITS(memh), length, remote_addr,
+                                            HANDLE_BITS(remote_memh));
+}
+
+cucopy_status_t cucopy_ep_put_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t *iov,
+                                         size_t iovcnt, uint64_t remote_addr,
+                                         cucopy_memh_h remote_memh, cucopy_completion_t *comp)
+{
+    GUARD("ep_put_zcopy_memh");
+    return (cucopy_status_t)cucopyGoEpZcopyMemh(HANDLE_BITS(ep), 1, (cucopy_iov_memh_t *)iov,
+                                                iovcnt, remote_addr, HANDLE_BITS(remote_memh),
+                                                (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_ep_get_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t *iov,
+                                         size_t iovcnt, uint64_t remote_addr,
+                                         cucopy_memh_h remote_memh, cucopy_completion_t *comp)
+{
+    GUARD("ep_get_zcopy_memh");
+    return (cucopy_status_t)cucopyGoEpZcopyMemh(HANDLE_BITS(ep), 0, (cucopy_iov_memh_t *)iov,
+                                                iovcnt, remote_addr, HANDLE_BITS(remote_memh),
+                                                (uintptr_t)comp);
+}
+
+cucopy_status_t cucopy_ep_copy_batch(cucopy_ep_h ep, const cucopy_copy_t *copies, size_t count,
+                                     cucopy_completion_t *comp)
+{
+    GUARD("ep_copy_batch");
+    return (cucopy_status_t)cucopyGoEpCopyBatch(HANDLE_BITS(ep), (cucopy_copy_t *)copies, count,
+                                                (uintptr_t)comp);
 }
 
 cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
@@ -323,6 +371,14 @@ cucopy_status_t cucopy_mem_reg(cucopy_context_h ctx, void *addr, size_t length, 
     GUARD("mem_reg");
     RETURN_OUT(memh_p, cucopy_memh_h, cucopyGoMemReg, HANDLE_BITS(ctx), (uintptr_t)addr, length,
                flags);
+}
+
+cucopy_status_t cucopy_mem_describe(cucopy_context_h ctx, const void *addr, size_t length,
+                                    cucopy_memh_h *memh_p)
+{
+    GUARD("mem_describe");
+    RETURN_OUT(memh_p, cucopy_memh_h, cucopyGoMemDescribe, HANDLE_BITS(ctx), (uintptr_t)addr,
+               length);
 }
 
 cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh)

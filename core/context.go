@@ -28,7 +28,7 @@ func NewContext(drv cudadrv.Interface, cfg Config) (*Context, error) {
 		// No device is not an error for host-only use; the driver says 0.
 		return nil, driverError("context_create", "counting devices", err)
 	}
-	return &Context{drv: drv, cfg: cfg, devices: n, mem: memDomain{allocs: map[uint64]*allocation{}, regs: map[*Registration]struct{}{}}}, nil
+	return &Context{drv: drv, cfg: cfg, devices: n, mem: memDomain{allocs: map[uint64]*allocation{}, regs: map[*Registration]struct{}{}, handles: map[*MemHandle]struct{}{}}}, nil
 }
 
 // Driver is the context's driver.
@@ -52,8 +52,8 @@ func (c *Context) Destroy() error {
 	}
 	c.mem.mu.Lock()
 	defer c.mem.mu.Unlock()
-	if n, m := len(c.mem.allocs), len(c.mem.regs); n+m > 0 {
-		return errorf(ErrBusy, api, "%d allocation(s) and %d registration(s) still held; free them first", n, m)
+	if n, m, h := len(c.mem.allocs), len(c.mem.regs), len(c.mem.handles); n+m+h > 0 {
+		return errorf(ErrBusy, api, "%d allocation(s), %d registration(s) and %d memory description(s) still held; free or release them first", n, m, h)
 	}
 	c.destroyed = true
 	return nil

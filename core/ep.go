@@ -47,18 +47,23 @@ func (i *Iface) NewEp() (*Ep, error) {
 func (e *Ep) Iface() *Iface { return e.iface }
 
 // OpName is the C function an ep operation was called as, without "cucopy_":
-// the operation name errors carry.
-func OpName(put, short bool) string {
-	switch {
-	case put && short:
-		return "ep_put_short"
-	case short:
-		return "ep_get_short"
-	case put:
-		return "ep_put_zcopy"
+// the operation name errors carry; memh: its _memh form.
+func OpName(put, short, memh bool) string {
+	k := 0
+	if put {
+		k |= 1
 	}
-	return "ep_get_zcopy"
+	if short {
+		k |= 2
+	}
+	if memh {
+		k |= 4
+	}
+	return opNames[k]
 }
+
+var opNames = [8]string{"ep_get_zcopy", "ep_put_zcopy", "ep_get_short", "ep_put_short",
+	"ep_get_zcopy_memh", "ep_put_zcopy_memh", "ep_get_short_memh", "ep_put_short_memh"}
 
 // endpoints orders a piece: put copies local → remote, get remote → local.
 func endpoints(put bool, local, remote uint64) (dst, src uint64) {
@@ -70,7 +75,16 @@ func endpoints(put bool, local, remote uint64) (dst, src uint64) {
 
 // Short copies synchronously.
 func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
-	api := OpName(put, true)
+	return e.short(OpName(put, true, false), put, buffer, nil, length, remote, nil)
+}
+
+// ShortMemh is Short with memory handles for the buffer and the remote
+// range (either may be nil: classified).
+func (e *Ep) ShortMemh(put bool, buffer uintptr, bufH *MemHandle, length, remote uint64, remoteH *MemHandle) error {
+	return e.short(OpName(put, true, true), put, buffer, bufH, length, remote, remoteH)
+}
+
+func (e *Ep) short(api string, put bool, buffer uintptr, bufH *MemHandle, length, remote uint64, remoteH *MemHandle) error {
 	if length == 0 {
 		return nil
 	}
@@ -81,6 +95,12 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 		return errorf(ErrInvalid, api, "length %d overflows the address space", length)
 	}
 	i := e.iface
+	if err := i.checkHandle(api, "buffer", -1, bufH, uint64(buffer), length); err != nil {
+		return err
+	}
+	if err := i.checkHandle(api, "remote address", -1, remoteH, remote, length); err != nil {
+		return err
+	}
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is closed")
 	}
@@ -88,14 +108,26 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 	if i.multi {
 		holder = i.newOperation(e, 0)
 	}
-	req, _ := i.request(holder)
+	b := i.request(holder)
+	b.mem.n = 0
+	req := &b.req
 	*req = cudadrv.CopyOp{Len: length, Flags: cudadrv.CopySync, Lane: e.lane}
 	req.Dst, req.Src = endpoints(put, uint64(buffer), remote)
-	_, err := i.issuePiece(api, req, nil, true, nil)
+	req.DstMem, req.SrcMem = endpointMems(put, b.mem.index(bufH), b.mem.index(remoteH))
+	_, err := i.issuePiece(api, b, nil, true, nil)
 	if holder != nil {
 		i.recycle(holder)
 	}
 	return i.countNoResource(err)
+}
+
+// endpointMems orders the handle indices of a piece as endpoints orders its
+// addresses.
+func endpointMems(put bool, local, remote int32) (dst, src int32) {
+	if put {
+		return remote, local
+	}
+	return local, remote
 }
 
 // Zcopy issues every iov entry, back to back from remote. It returns OK
@@ -103,10 +135,20 @@ func (e *Ep) Short(put bool, buffer uintptr, length, remote uint64) error {
 // when comp will be completed later (by progress, or by a release or a
 // reset that ends its pieces first), or an error with nothing in flight.
 func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, error) {
-	api := OpName(put, false)
+	return e.zcopy(OpName(put, false, false), put, iov, nil, remote, nil, comp)
+}
+
+// ZcopyMemh is Zcopy with memory handles: hs[k] (nil, or hs nil: none)
+// describes iov[k]'s buffer, remoteH the remote range.
+func (e *Ep) ZcopyMemh(put bool, iov []IOV, hs []*MemHandle, remote uint64, remoteH *MemHandle, comp uintptr) (Status, error) {
+	return e.zcopy(OpName(put, false, true), put, iov, hs, remote, remoteH, comp)
+}
+
+func (e *Ep) zcopy(api string, put bool, iov []IOV, hs []*MemHandle, remote uint64, remoteH *MemHandle, comp uintptr) (Status, error) {
 	if len(iov) == 0 || len(iov) > MaxIOV {
 		return ErrInvalid, errorf(ErrInvalid, api, "iovcnt %d: want 1 to %d", len(iov), MaxIOV)
 	}
+	i := e.iface
 	var total uint64
 	for n, v := range iov {
 		if v.Length == 0 {
@@ -118,6 +160,11 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		if uint64(v.Buffer) > math.MaxUint64-v.Length || total > math.MaxUint64-v.Length {
 			return ErrInvalid, errorf(ErrInvalid, api, "iov[%d]: length %d overflows", n, v.Length)
 		}
+		if hs != nil {
+			if err := i.checkHandle(api, "iov[%d]", n, hs[n], uint64(v.Buffer), v.Length); err != nil {
+				return StatusOf(err), err
+			}
+		}
 		total += v.Length
 	}
 	if total == 0 {
@@ -126,27 +173,101 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	if remote == 0 || remote > math.MaxUint64-total {
 		return ErrInvalid, errorf(ErrInvalid, api, "remote address 0x%x with length %d is invalid", remote, total)
 	}
+	if err := i.checkHandle(api, "remote address", -1, remoteH, remote, total); err != nil {
+		return StatusOf(err), err
+	}
 
-	i := e.iface
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
 	op := i.newOperation(e, comp)
-	req, pieces := i.request(op) // not used after endIssue(op): the operation may complete at once
+	b := i.request(op) // not used after endIssue(op): the operation may complete at once
+	b.mem.n = 0
+	remoteMem := b.mem.index(remoteH)
 	np := 0
 	off := uint64(0)
-	for _, v := range iov {
+	for n, v := range iov {
 		if v.Length == 0 {
 			continue
 		}
-		p := &pieces[np]
+		p := &b.pieces[np]
 		p.Dst, p.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		local := int32(0)
+		if hs != nil {
+			local = b.mem.index(hs[n])
+		}
+		p.DstMem, p.SrcMem = endpointMems(put, local, remoteMem)
 		p.Len = v.Length
 		off += v.Length
 		np++
 	}
+	return i.issueOperation(api, e, op, b, np)
+}
+
+// BatchCopy is one entry of Batch (cucopy_copy_t): a copy of Len bytes from
+// Src to Dst, with optional memory handles for either side.
+type BatchCopy struct {
+	Dst, Src, Len uint64
+	DstH, SrcH    *MemHandle
+}
+
+// Batch issues independent copies as one operation with one completion,
+// as Zcopy does its iov entries: consecutive entries on one context,
+// direction and peer form one driver batch (cuMemcpyBatchAsync) and one
+// event. Entries run in no set order among themselves.
+func (e *Ep) Batch(copies []BatchCopy, comp uintptr) (Status, error) {
+	const api = "ep_copy_batch"
+	if len(copies) == 0 || len(copies) > MaxIOV {
+		return ErrInvalid, errorf(ErrInvalid, api, "count %d: want 1 to %d", len(copies), MaxIOV)
+	}
+	i := e.iface
+	nonEmpty := 0
+	for n := range copies {
+		c := &copies[n]
+		if c.Len == 0 {
+			continue
+		}
+		if c.Dst == 0 || c.Src == 0 {
+			return ErrInvalid, errorf(ErrInvalid, api, "copies[%d]: NULL address with length %d", n, c.Len)
+		}
+		if c.Dst > math.MaxUint64-c.Len || c.Src > math.MaxUint64-c.Len {
+			return ErrInvalid, errorf(ErrInvalid, api, "copies[%d]: length %d overflows", n, c.Len)
+		}
+		if err := i.checkHandle(api, "copies[%d].dst", n, c.DstH, c.Dst, c.Len); err != nil {
+			return StatusOf(err), err
+		}
+		if err := i.checkHandle(api, "copies[%d].src", n, c.SrcH, c.Src, c.Len); err != nil {
+			return StatusOf(err), err
+		}
+		nonEmpty++
+	}
+	if nonEmpty == 0 {
+		return OK, nil
+	}
+	if i.closed.Load() {
+		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
+	}
+	op := i.newOperation(e, comp)
+	b := i.request(op)
+	b.mem.n = 0
+	np := 0
+	for n := range copies {
+		c := &copies[n]
+		if c.Len == 0 {
+			continue
+		}
+		b.pieces[np] = cudadrv.Piece{Dst: c.Dst, Src: c.Src, Len: c.Len, DstMem: b.mem.index(c.DstH), SrcMem: b.mem.index(c.SrcH)}
+		np++
+	}
+	return i.issueOperation(api, e, op, b, np)
+}
+
+// issueOperation issues op's np pieces (b.pieces), the second half of
+// Zcopy and Batch.
+func (i *Iface) issueOperation(api string, e *Ep, op *operation, b *issueBuf, np int) (Status, error) {
+	req, pieces := &b.req, &b.pieces
 	if i.mayRunOut(np) {
-		if err := i.reserve(api, req, pieces[:np], e.lane); err != nil {
+		if err := i.reserve(api, b, pieces[:np], e.lane); err != nil {
 			op.abandoned = true
 			i.endIssue(op, 0)
 			return StatusOf(err), i.countNoResource(err)
@@ -156,7 +277,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	n := int32(0)
 	for k := 0; k < np; {
 		p := &pieces[k]
-		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: e.lane, Flags: i.runFlags}
+		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: e.lane, Flags: i.runFlags, SrcMem: p.SrcMem, DstMem: p.DstMem}
 		if n > 0 {
 			// Consecutive pieces on one stream share one event, so an
 			// operation never needs more events than it has runs
@@ -169,7 +290,7 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 		if i.runs {
 			more = pieces[k+1 : np]
 		}
-		st, err := i.issuePiece(api, req, op, k == 0, more)
+		st, err := i.issuePiece(api, b, op, k == 0, more)
 		if err != nil {
 			i.waitQueued(queued[:n], e.lane)
 			op.abandoned = true
@@ -189,23 +310,24 @@ func (e *Ep) Zcopy(put bool, iov []IOV, remote uint64, comp uintptr) (Status, er
 	return InProgress, nil
 }
 
-// issueBuf is what an issuing call fills for the driver layer: the request
-// and the operation's pieces (a zcopy's non-empty iov entries).
+// issueBuf is what an issuing call fills for the driver layer: the request,
+// the operation's pieces (a zcopy's non-empty iov entries) and the
+// descriptions of their memory handles.
 type issueBuf struct {
 	req    cudadrv.CopyOp
 	pieces [MaxIOV]cudadrv.Piece
+	mem    memSides
 }
 
 // request is the buffer a copy is issued with: the iface's own on a
 // single-thread iface, else op's, which the issuing call owns. (A sync.Pool
 // missed about once per 300 copies with 8 threads and 32 Ps: a cgo caller's
 // goroutine need not get the same P back on its next call.)
-func (i *Iface) request(op *operation) (*cudadrv.CopyOp, *[MaxIOV]cudadrv.Piece) {
-	b := &i.single
+func (i *Iface) request(op *operation) *issueBuf {
 	if i.multi {
-		b = &op.buf
+		return &op.buf
 	}
-	return &b.req, &b.pieces
+	return &i.single
 }
 
 // pieceRef is a queued piece of the operation being issued.
@@ -224,12 +346,13 @@ type pieceRef struct {
 // queue entry), or an error. Multi-thread ifaces take no lock here but the
 // slot's, which the driver layer hands over on CopyQueued and CopyJoined;
 // the cold work takes mu.
-func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first bool, more []cudadrv.Piece) (cudadrv.CopyStatus, error) {
+func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, more []cudadrv.Piece) (cudadrv.CopyStatus, error) {
+	req := &b.req
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
 	for {
-		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more)
+		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
 			// Issued, but leaving the copy's context failed (cuCtxPopCurrent).
 			logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, i.drv.Error(req.Err))
@@ -270,6 +393,12 @@ func (i *Iface) issuePiece(api string, req *cudadrv.CopyOp, op *operation, first
 				which, addr = "destination", req.Dst
 			}
 			return st, errorf(ErrOutOfRange, api, "%s range [0x%x, +%d) crosses the end of its allocation", which, addr, req.Len)
+		case cudadrv.CopyStaleMemh:
+			which := "source"
+			if req.Side == 1 {
+				which = "destination"
+			}
+			return st, errorf(ErrHandle, api, "the %s's memory handle describes memory of a primary context that was reset since: the memory is gone; release the handle", which)
 		case cudadrv.CopyDriverError:
 			if req.Detached != 0 {
 				i.giveBackDetached(req)

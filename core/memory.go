@@ -50,9 +50,10 @@ type MemAttr struct {
 
 // memDomain is the context's record of what cucopy allocated and pinned.
 type memDomain struct {
-	mu     sync.Mutex
-	allocs map[uint64]*allocation
-	regs   map[*Registration]struct{}
+	mu      sync.Mutex
+	allocs  map[uint64]*allocation
+	regs    map[*Registration]struct{}
+	handles map[*MemHandle]struct{} // MemDescribe's (registrations are in regs)
 }
 
 type allocation struct {
@@ -300,6 +301,9 @@ func (c *Context) MemFree(addr uint64) error {
 	if !ok {
 		return errorf(ErrInvalid, api, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
 	}
+	c.mem.mu.Lock()
+	c.freeHandles(addr, a.length)
+	c.mem.mu.Unlock()
 	if a.primary && c.primaryGone(a.device, a.ctx, a.ctxID) {
 		logf(LogInfo, "mem_free: 0x%x went with the reset of device %d's primary context", addr, a.device)
 	} else if err := c.drv.MemFree(a.ctx, a.kind, addr); err != nil {
@@ -315,8 +319,9 @@ func (c *Context) MemFree(addr uint64) error {
 	return nil
 }
 
-// MemReg pins a host range for every context.
-func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, error) {
+// MemReg pins a host range for every context; the handle also describes
+// it for copies.
+func (c *Context) MemReg(addr, length uint64, flags uint32) (*MemHandle, error) {
 	const api = "mem_reg"
 	if flags != 0 {
 		return nil, errorf(ErrInvalid, api, "unknown flags 0x%x", flags)
@@ -363,12 +368,14 @@ func (c *Context) MemReg(addr, length uint64, flags uint32) (*Registration, erro
 		}
 		return nil, errorf(ErrHandle, api, "the context was destroyed during the call")
 	}
-	return reg, nil
+	// What the driver now says of the range: host memory of ctx.
+	desc := cudadrv.MemDesc{Ctx: ctx, Type: cudadrv.MemoryTypeHost, Ordinal: int32(dev), PrimaryDevice: -1}
+	return &MemHandle{ctx: c, addr: addr, length: length, desc: desc, reg: reg}, nil
 }
 
-// MemDereg unpins a range from MemReg. A registration that is already gone
+// dereg unpins a range from MemReg. A registration that is already gone
 // (its context reset or destroyed) is forgotten without error.
-func (c *Context) MemDereg(reg *Registration) error {
+func (c *Context) dereg(reg *Registration) error {
 	const api = "mem_dereg"
 	c.mem.mu.Lock()
 	_, ok := c.mem.regs[reg]

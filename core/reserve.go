@@ -40,19 +40,20 @@ type slotNeed struct {
 
 // reserve plans pieces (an operation's, in req's lane) and makes sure of
 // the events they need: nil, or the error the operation fails with before
-// anything was issued. req is overwritten.
-func (i *Iface) reserve(api string, req *cudadrv.CopyOp, pieces []cudadrv.Piece, lane int32) error {
+// anything was issued. b's request is overwritten.
+func (i *Iface) reserve(api string, b *issueBuf, pieces []cudadrv.Piece, lane int32) error {
+	req := &b.req
 	var needs [MaxIOV]slotNeed
 	nneeds := 0
 	lastSlot, lastKind := int32(-1), int32(-1)
 	for k := 0; k < len(pieces); {
 		p := &pieces[k]
-		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: lane, Flags: i.runFlags | cudadrv.CopyPlan}
+		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: lane, Flags: i.runFlags | cudadrv.CopyPlan, SrcMem: p.SrcMem, DstMem: p.DstMem}
 		var more []cudadrv.Piece
 		if i.runs {
 			more = pieces[k+1:]
 		}
-		st, err := i.issuePiece(api, req, nil, false, more)
+		st, err := i.issuePiece(api, b, nil, false, more)
 		if err != nil {
 			return err
 		}

@@ -112,8 +112,13 @@ type Interface interface {
 	// that can go with it, as the copy protocol says (copy.go): it issues
 	// the copy when slots hold everything it needs, otherwise it says what
 	// is missing and issues nothing. primary holds the retained primary
-	// context of each device (0 if none).
-	Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece) CopyStatus
+	// context of each device (0 if none); mems the descriptions that op's
+	// and more's SrcMem and DstMem index (MemDesc).
+	Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece, mems []MemDesc) CopyStatus
+	// Describe classifies ptr once, as Copy's step 1 would, for a memory
+	// handle (PrimaryDevice is left -1: the caller knows the primary
+	// contexts).
+	Describe(ptr uint64) (MemDesc, error)
 	// QueryEvents queries events in order (with the context current) and
 	// returns how many leading ones completed; err is set when a query
 	// failed, ErrContextGone when the incarnation ended (nothing queried).

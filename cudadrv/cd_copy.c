@@ -33,6 +33,63 @@ static cdResult cd_classify(cdDevicePtr ptr, cd_mem *m)
     return cd.cuPointerGetAttributes(6, attrs, data, ptr);
 }
 
+/* One side of a piece: its memory handle's description (mems[idx - 1]),
+ * else (idx 0) the driver's answer. */
+static cdResult cd_side(cdDevicePtr ptr, const cd_mdesc *mems, int32_t idx, cd_mem *m)
+{
+    if (idx <= 0)
+        return cd_classify(ptr, m);
+    const cd_mdesc *d = &mems[idx - 1];
+    m->type = d->type;
+    m->ctx = (cdContext)d->ctx;
+    m->ordinal = d->ordinal;
+    m->managed = d->managed;
+    m->start = d->start;
+    m->size = d->size;
+    return CD_SUCCESS;
+}
+
+int cd_describe(uint64_t ptr, cd_mdesc *d, cd_err *err)
+{
+    cd_mem m;
+    memset(d, 0, sizeof(*d));
+    d->primary_dev = -1;
+    CD_CALL(err, CD_IDX_cuPointerGetAttributes, cd_classify(ptr, &m));
+    d->start = m.start;
+    d->size = m.size;
+    d->ctx = (uintptr_t)m.ctx;
+    d->ctx_id = (uint64_t)(uintptr_t)m.ctx;
+    d->type = m.type;
+    d->managed = m.managed;
+    d->ordinal = m.ordinal;
+    if (m.ctx != NULL && cd.cuCtxGetId != NULL) {
+        unsigned long long id = 0;
+        CD_CALL(err, CD_IDX_cuCtxGetId, cd.cuCtxGetId(m.ctx, &id));
+        d->ctx_id = id;
+    }
+    return 0;
+out:
+    return -1;
+}
+
+/* A described side whose owning context is its device's primary context
+ * outlives the context's handle only as long as its incarnation: a reset
+ * frees the memory (cudadrv.MemDesc). 1 when that happened. */
+static int cd_desc_stale(const cd_mem *m, const cd_mdesc *mems, int32_t idx, cd_copy_op *op)
+{
+    if (idx <= 0 || m->ctx == NULL || mems[idx - 1].primary_dev < 0 || cd.cuCtxGetId == NULL)
+        return 0;
+    unsigned long long now = 0;
+    cdResult r = cd.cuCtxGetId(m->ctx, &now);
+    if (r == CD_SUCCESS)
+        return now != mems[idx - 1].ctx_id;
+    if (r == CD_ERROR_CONTEXT_IS_DESTROYED)
+        return 1;
+    op->err.entry = CD_IDX_cuCtxGetId;
+    op->err.result = r;
+    return -1;
+}
+
 /* Host memory as the protocol defines it (copy.go, step 1): host-located VMM
  * memory (HOST, no context) may be closed to the CPU, so a GPU copies it. */
 static int cd_is_host(const cd_mem *m)
@@ -168,10 +225,11 @@ static struct cd_mem_location cd_location(const cd_mem *m)
     return l;
 }
 
-static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, const cd_mem *src,
-                          const cd_mem *dst, const uintptr_t *primary, int32_t ndevices,
-                          int kind, uintptr_t ctx, uintptr_t peer)
+static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, const cd_mdesc *mems,
+                          const cd_copy_op *op, const cd_mem *src, const cd_mem *dst,
+                          const uintptr_t *primary, int kind, uintptr_t ctx, uintptr_t peer)
 {
+    int32_t ndevices = op->ndevices, src_mem = op->src_mem, dst_mem = op->dst_mem;
     run->more = more;
     run->n = 0;
     run->blocking = cd_pageable(src) || cd_pageable(dst);
@@ -184,9 +242,12 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
     for (; run->n < nmore; run->n++) {
         const cd_piece *p = &more[run->n];
         cd_mem s, d;
-        if (cd_classify(p->src, &s) != CD_SUCCESS || cd_classify(p->dst, &d) != CD_SUCCESS ||
-            s.managed || d.managed || cd_crosses_end(&s, p->src, p->len) ||
-            cd_crosses_end(&d, p->dst, p->len))
+        /* A described side joins only on the same description: its context
+         * was checked once, for this piece's. */
+        if ((p->src_mem > 0 && p->src_mem != src_mem) || (p->dst_mem > 0 && p->dst_mem != dst_mem) ||
+            cd_side(p->src, mems, p->src_mem, &s) != CD_SUCCESS ||
+            cd_side(p->dst, mems, p->dst_mem, &d) != CD_SUCCESS || s.managed || d.managed ||
+            cd_crosses_end(&s, p->src, p->len) || cd_crosses_end(&d, p->dst, p->len))
             return;
         int k;
         uintptr_t c, pc = 0;
@@ -342,7 +403,7 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
 }
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,
-            const cd_piece *more, int32_t nmore)
+            const cd_piece *more, int32_t nmore, const cd_mdesc *mems)
 {
     cd_mem src;
     cd_mem dst;
@@ -351,8 +412,18 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     op->slot = -1;
     op->taken = 0;
     op->detached = 0;
-    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->src, &src));
-    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_classify(op->dst, &dst));
+    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_side(op->src, mems, op->src_mem, &src));
+    CD_CALL(&op->err, CD_IDX_cuPointerGetAttributes, cd_side(op->dst, mems, op->dst_mem, &dst));
+    for (int side = 0; side < 2; side++) {
+        int stale = side == 0 ? cd_desc_stale(&src, mems, op->src_mem, op)
+                              : cd_desc_stale(&dst, mems, op->dst_mem, op);
+        if (stale < 0)
+            goto out;
+        if (stale) {
+            op->side = side;
+            return CD_COPY_STALE_MEMH;
+        }
+    }
     if (cd_crosses_end(&src, op->src, op->len)) {
         op->side = 0;
         return CD_COPY_OUT_OF_RANGE;
@@ -370,9 +441,11 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     int kind;
     uintptr_t ctx;
     uintptr_t peer = 0;
+    const cd_mdesc *exec_desc = op->src_mem > 0 ? &mems[op->src_mem - 1] : NULL;
     if (cd_is_host(&src)) {
         kind = CD_KIND_H2D;
         ctx = cd_exec_ctx(&dst, primary, op, &status);
+        exec_desc = op->dst_mem > 0 ? &mems[op->dst_mem - 1] : NULL;
     } else if (cd_is_host(&dst)) {
         kind = CD_KIND_D2H;
         ctx = cd_exec_ctx(&src, primary, op, &status);
@@ -386,7 +459,9 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
         return status;
 
     uint64_t id = (uint64_t)ctx;
-    if (cd.cuCtxGetId != NULL) {
+    if (exec_desc != NULL && exec_desc->ctx == ctx && exec_desc->ctx != 0) {
+        id = exec_desc->ctx_id; /* checked above if it is a primary context's */
+    } else if (cd.cuCtxGetId != NULL) {
         cdResult r = cd.cuCtxGetId((cdContext)ctx, (unsigned long long *)&id);
         if (r == CD_ERROR_CONTEXT_IS_DESTROYED) {
             /* A retained primary context, reset since (copy.go, step 4). */
@@ -403,7 +478,7 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
      * cost about as much as the issue itself. */
     cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), {0}};
     if (!(op->flags & CD_COPY_SYNC) && nmore > 0)
-        cd_extend_run(&run, more, nmore, &src, &dst, primary, op->ndevices, kind, ctx,
+        cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
     op->ctx = ctx;

@@ -115,8 +115,24 @@ enum {
     CD_COPY_CPU = 10,
     CD_COPY_STALE = 11,
     CD_COPY_NEED_FENCE = 12,
-    CD_COPY_PLANNED = 13
+    CD_COPY_PLANNED = 13,
+    CD_COPY_STALE_MEMH = 14
 };
+
+/* A range classified once, by a memory handle (cudadrv.MemDesc): what
+ * cd_classify would say of any address in it, plus the owning context's id
+ * and whether that is its device's primary context. A copy whose piece
+ * names one makes no pointer query for that side. */
+typedef struct cd_mdesc {
+    uint64_t start;      /* the allocation, 0 if unknown */
+    uint64_t size;
+    uintptr_t ctx;       /* owning context, 0 if none */
+    uint64_t ctx_id;     /* its cuCtxGetId (the handle without it) */
+    uint32_t type;       /* CD_MEMORYTYPE_*, 0 for memory CUDA does not know */
+    uint32_t managed;
+    int32_t ordinal;     /* device ordinal, -1 if none */
+    int32_t primary_dev; /* >= 0: ctx is this device's primary context */
+} cd_mdesc;
 
 typedef struct cd_copy_op {
     /* in */
@@ -131,6 +147,8 @@ typedef struct cd_copy_op {
     uint64_t reuse_seq;
     int32_t lane;
     int32_t dir; /* out: the direction kind, also of a short copy (kind is SHORT then) */
+    int32_t src_mem; /* in: 0 to classify the source, else its cd_mdesc is mems[src_mem - 1] */
+    int32_t dst_mem; /* in: the destination's */
     /* out */
     int32_t taken;    /* pieces of `more` issued in the run of this one */
     int32_t detached; /* issued without the slot's lock, as a user of the slot (copy.go) */
@@ -151,10 +169,14 @@ typedef struct cd_piece {
     uint64_t dst;
     uint64_t src;
     uint64_t len;
+    int32_t src_mem; /* as cd_copy_op's */
+    int32_t dst_mem;
 } cd_piece;
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,
-            const cd_piece *more, int32_t nmore);
+            const cd_piece *more, int32_t nmore, const cd_mdesc *mems);
+/* Classify ptr as the copy path does, once, for a memory handle. */
+int cd_describe(uint64_t ptr, cd_mdesc *d, cd_err *err);
 
 /* Progress and event fd (cd_progress.c). */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):

@@ -15,7 +15,10 @@ package cudadrv
 //     memory and host-located VMM memory (HOST, no context) are
 //     device-side. A device-side range that crosses the end of its
 //     allocation is CopyOutOfRange, source checked first (Side 0 src, 1
-//     dst): refused instead of faulting the GPU.
+//     dst): refused instead of faulting the GPU. A side with a memory
+//     handle (SrcMem, DstMem > 0; Piece's too) is not queried: it is
+//     mems[SrcMem-1] (MemDesc), and the caller checked that the range lies
+//     inside the handle's.
 //  2. Both sides host memory, or CopyForceCPU: CopyCPU. Nothing is issued
 //     and no context touched; the caller copies on the CPU (where a fault
 //     on a freed address can become an error).
@@ -29,7 +32,9 @@ package cudadrv
 //     Device the ordinal (-1 for managed memory: unknown) and SeenPrimary
 //     0: the caller retains that device's primary context into primary[],
 //     or for Device -1 sets CopyFallbackCtx or CopyForceCPU, and retries.
-//  4. The context's id: cuCtxGetId (the handle on drivers without it). A
+//  4. The context's id: cuCtxGetId (the handle on drivers without it), or
+//     for a context that owns a described side, that MemDesc's CtxID
+//     (checked as MemDesc says: CopyStaleMemh). A
 //     context in primary[d] whose cuCtxGetId says CONTEXT_IS_DESTROYED is
 //     a retained primary context reset since (the handle persists):
 //     CopyNeedPrimary with Device d and SeenPrimary that context; the
@@ -119,7 +124,27 @@ const MaxRun = C.CD_MAX_RUN
 // Piece is one later piece of an operation, which may join the run of a
 // Copy (struct cd_piece).
 type Piece struct {
-	Dst, Src, Len uint64
+	Dst, Src, Len  uint64
+	SrcMem, DstMem int32 // as CopyOp's
+}
+
+// MemDesc is a range classified once, by a memory handle (struct cd_mdesc):
+// what step 1 says of any address inside it, the owning context's id, and
+// PrimaryDevice >= 0 when that context is the device's primary context. A
+// piece side that names one (CopyOp.SrcMem, DstMem: 1 + an index into
+// Copy's mems) is not queried: step 1 takes the description; step 4 takes CtxID
+// as the owning context's id, checking it with cuCtxGetId only for a
+// primary context (whose handle outlives a reset): a new id, or none, is
+// CopyStaleMemh with Side the stale side. A context the program created
+// is not checked (touching a destroyed one is undefined): the program
+// releases handles to its memory before destroying it.
+type MemDesc struct {
+	Start, Size   uint64
+	Ctx           Context
+	CtxID         uint64
+	Type, Managed uint32
+	Ordinal       int32
+	PrimaryDevice int32
 }
 
 // CopyStatus is the outcome of Interface.Copy (CD_COPY_*).
@@ -140,6 +165,7 @@ const (
 	CopyStale       CopyStatus = C.CD_COPY_STALE        // slot Slot matched by handle, but its incarnation ended
 	CopyNeedFence   CopyStatus = C.CD_COPY_NEED_FENCE   // Stream[Kind] of slot Slot must wait for a fence first (Slot.Fence)
 	CopyPlanned     CopyStatus = C.CD_COPY_PLANNED      // CopyPlan: Slot, Kind and Taken say where it would go
+	CopyStaleMemh   CopyStatus = C.CD_COPY_STALE_MEMH   // the memory handle of Side names a primary context reset since
 )
 
 // CallError is a failed driver call as the C side reports it (struct
@@ -162,6 +188,8 @@ type CopyOp struct {
 	ReuseSeq      uint64 // the previous piece's queue entry, by sequence number
 	Lane          int32  // the endpoint's lane (Slot.Lane)
 	Dir           int32  // out: the direction kind (KindH2D to KindPeer), also of a short copy, whose Kind is KindShort
+	SrcMem        int32  // 0: classify the source; k > 0: its MemDesc is Copy's mems[k-1]
+	DstMem        int32  // the destination's
 	// Out (Ctx is also in, with CopyFallbackCtx).
 	Taken       int32 // CopyQueued, CopyJoined: the pieces of more issued in this piece's run
 	Detached    int32 // 1: issued as a user of the slot without its lock (step 8)

@@ -233,7 +233,7 @@ func (d *driver) EventDestroy(ctx Context, ev Event) error {
 	return d.call(func(e *C.cd_err) C.int { return C.cd_event_destroy(C.uintptr_t(ctx), C.uintptr_t(ev), e) })
 }
 
-func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece) CopyStatus {
+func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece, mems []MemDesc) CopyStatus {
 	var sp *C.cd_slot
 	if len(slots) > 0 {
 		sp = (*C.cd_slot)(unsafe.Pointer(&slots[0]))
@@ -246,8 +246,20 @@ func (d *driver) Copy(slots []Slot, primary []Context, op *CopyOp, more []Piece)
 	if len(more) > 0 {
 		mp = (*C.cd_piece)(unsafe.Pointer(&more[0]))
 	}
+	var dp *C.cd_mdesc
+	if len(mems) > 0 {
+		dp = (*C.cd_mdesc)(unsafe.Pointer(&mems[0]))
+	}
 	op.NDevices = int32(len(primary))
-	return CopyStatus(C.cd_copy(sp, C.int32_t(len(slots)), pp, (*C.cd_copy_op)(unsafe.Pointer(op)), mp, C.int32_t(len(more))))
+	return CopyStatus(C.cd_copy(sp, C.int32_t(len(slots)), pp, (*C.cd_copy_op)(unsafe.Pointer(op)), mp, C.int32_t(len(more)), dp))
+}
+
+func (d *driver) Describe(ptr uint64) (MemDesc, error) {
+	var m MemDesc
+	err := d.call(func(e *C.cd_err) C.int {
+		return C.cd_describe(C.uint64_t(ptr), (*C.cd_mdesc)(unsafe.Pointer(&m)), e)
+	})
+	return m, err
 }
 
 // callError is Error, with ErrContextGone for an ended incarnation.

@@ -2,7 +2,7 @@
 
 package cudadrv
 
-// The Go mirrors of the C structs (Slot, CopyOp, Piece, MemInfo, Incarnation)
+// The Go mirrors of the C structs (Slot, CopyOp, Piece, MemDesc, MemInfo, Incarnation)
 // agree with cd_shim.h byte for byte: checked at compile time.
 
 /*
@@ -36,7 +36,12 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SeenPrimary)-unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Err)-unsafe.Offsetof(C.cd_copy_op{}.err)]
 	_ = [1]struct{}{}[unsafe.Sizeof(CallError{})-C.sizeof_cd_err]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SrcMem)-unsafe.Offsetof(C.cd_copy_op{}.src_mem)]
 	_ = [1]struct{}{}[unsafe.Sizeof(Piece{})-C.sizeof_cd_piece]
+	_ = [1]struct{}{}[unsafe.Offsetof(Piece{}.DstMem)-unsafe.Offsetof(C.cd_piece{}.dst_mem)]
+	_ = [1]struct{}{}[unsafe.Sizeof(MemDesc{})-C.sizeof_cd_mdesc]
+	_ = [1]struct{}{}[unsafe.Offsetof(MemDesc{}.CtxID)-unsafe.Offsetof(C.cd_mdesc{}.ctx_id)]
+	_ = [1]struct{}{}[unsafe.Offsetof(MemDesc{}.PrimaryDevice)-unsafe.Offsetof(C.cd_mdesc{}.primary_dev)]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(MemInfo{})-C.sizeof_cd_mem_info]
 	_ = [1]struct{}{}[unsafe.Offsetof(MemInfo{}.Type)-unsafe.Offsetof(C.cd_mem_info{}._type)]

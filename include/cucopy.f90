@@ -73,7 +73,7 @@ module cucopy
 
   ! ------------------------------------------------------------- version
   integer(c_int), parameter :: CUCOPY_VERSION_MAJOR = 0
-  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 3
+  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 4
   integer(c_int), parameter :: CUCOPY_VERSION_PATCH = 0
   integer(c_int), parameter :: CUCOPY_VERSION = &
       CUCOPY_VERSION_MAJOR * 10000 + CUCOPY_VERSION_MINOR * 100 + CUCOPY_VERSION_PATCH
@@ -301,6 +301,22 @@ module cucopy
     integer(c_size_t) :: length
   end type cucopy_iov_t
 
+  !> struct cucopy_iov_memh: an iov entry with its buffer's memory handle.
+  type, bind(C) :: cucopy_iov_memh_t
+    type(c_ptr) :: buffer
+    integer(c_size_t) :: length
+    type(c_ptr) :: memh
+  end type cucopy_iov_memh_t
+
+  !> struct cucopy_copy: one entry of cucopy_ep_copy_batch.
+  type, bind(C) :: cucopy_copy_t
+    type(c_ptr) :: dst
+    type(c_ptr) :: src
+    integer(c_size_t) :: length
+    type(c_ptr) :: dst_memh
+    type(c_ptr) :: src_memh
+  end type cucopy_copy_t
+
   type, bind(C) :: cucopy_context_params_t
     integer(c_int64_t) :: field_mask
     type(c_ptr) :: driver_path
@@ -493,6 +509,16 @@ module cucopy
       integer(c_int) :: status
     end function cucopy_mem_dereg
 
+    function cucopy_mem_describe(ctx, addr, length, memh_p) &
+        bind(C, name="cucopy_mem_describe") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: length
+      type(c_ptr), intent(out) :: memh_p
+      integer(c_int) :: status
+    end function cucopy_mem_describe
+
     ! --------------------------------------------------- interface
     function cucopy_iface_open(ctx, params, iface_p) &
         bind(C, name="cucopy_iface_open") result(status)
@@ -643,6 +669,64 @@ module cucopy
       type(c_ptr), value :: comp
       integer(c_int) :: status
     end function cucopy_ep_get_zcopy
+
+    function cucopy_ep_put_short_memh(ep, buffer, memh, length, remote_addr, remote_memh) &
+        bind(C, name="cucopy_ep_put_short_memh") result(status)
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: ep
+      type(c_ptr), value :: buffer
+      type(c_ptr), value :: memh
+      integer(c_size_t), value :: length
+      integer(c_int64_t), value :: remote_addr
+      type(c_ptr), value :: remote_memh
+      integer(c_int) :: status
+    end function cucopy_ep_put_short_memh
+
+    function cucopy_ep_get_short_memh(ep, buffer, memh, length, remote_addr, remote_memh) &
+        bind(C, name="cucopy_ep_get_short_memh") result(status)
+      import :: c_int, c_ptr, c_size_t, c_int64_t
+      type(c_ptr), value :: ep
+      type(c_ptr), value :: buffer
+      type(c_ptr), value :: memh
+      integer(c_size_t), value :: length
+      integer(c_int64_t), value :: remote_addr
+      type(c_ptr), value :: remote_memh
+      integer(c_int) :: status
+    end function cucopy_ep_get_short_memh
+
+    function cucopy_ep_put_zcopy_memh(ep, iov, iovcnt, remote_addr, remote_memh, comp) &
+        bind(C, name="cucopy_ep_put_zcopy_memh") result(status)
+      import :: c_int, c_ptr, c_size_t, c_int64_t, cucopy_iov_memh_t
+      type(c_ptr), value :: ep
+      type(cucopy_iov_memh_t), intent(in) :: iov(*)
+      integer(c_size_t), value :: iovcnt
+      integer(c_int64_t), value :: remote_addr
+      type(c_ptr), value :: remote_memh
+      type(c_ptr), value :: comp
+      integer(c_int) :: status
+    end function cucopy_ep_put_zcopy_memh
+
+    function cucopy_ep_get_zcopy_memh(ep, iov, iovcnt, remote_addr, remote_memh, comp) &
+        bind(C, name="cucopy_ep_get_zcopy_memh") result(status)
+      import :: c_int, c_ptr, c_size_t, c_int64_t, cucopy_iov_memh_t
+      type(c_ptr), value :: ep
+      type(cucopy_iov_memh_t), intent(in) :: iov(*)
+      integer(c_size_t), value :: iovcnt
+      integer(c_int64_t), value :: remote_addr
+      type(c_ptr), value :: remote_memh
+      type(c_ptr), value :: comp
+      integer(c_int) :: status
+    end function cucopy_ep_get_zcopy_memh
+
+    function cucopy_ep_copy_batch(ep, copies, count, comp) &
+        bind(C, name="cucopy_ep_copy_batch") result(status)
+      import :: c_int, c_ptr, c_size_t, cucopy_copy_t
+      type(c_ptr), value :: ep
+      type(cucopy_copy_t), intent(in) :: copies(*)
+      integer(c_size_t), value :: count
+      type(c_ptr), value :: comp
+      integer(c_int) :: status
+    end function cucopy_ep_copy_batch
 
     function cucopy_ep_flush(ep, flags, comp) bind(C, name="cucopy_ep_flush") result(status)
       import :: c_int, c_ptr

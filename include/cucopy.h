@@ -45,7 +45,7 @@ extern "C" {
  *  Compile-time version; cucopy_get_version() returns the run-time one. */
 /**@{*/
 #define CUCOPY_VERSION_MAJOR 0
-#define CUCOPY_VERSION_MINOR 3
+#define CUCOPY_VERSION_MINOR 4
 #define CUCOPY_VERSION_PATCH 0
 /** MAJOR*10000 + MINOR*100 + PATCH */
 #define CUCOPY_VERSION \
@@ -76,7 +76,7 @@ typedef enum cucopy_status {
 typedef struct cucopy_context *cucopy_context_h; /**< Driver + memory domain. */
 typedef struct cucopy_iface *cucopy_iface_h;     /**< Streams, events, progress. */
 typedef struct cucopy_ep *cucopy_ep_h;           /**< Issues copies on an iface. */
-typedef struct cucopy_memh *cucopy_memh_h;       /**< A host range pinned by cucopy_mem_reg(). */
+typedef struct cucopy_memh *cucopy_memh_h;       /**< A range pinned by cucopy_mem_reg() or described by cucopy_mem_describe(). */
 
 /**
  * Completion of asynchronous operations.
@@ -107,6 +107,22 @@ typedef struct cucopy_iov {
     void *buffer;  /**< Start address; host, device or managed memory. */
     size_t length; /**< Bytes. */
 } cucopy_iov_t;
+
+/** An iov entry with the memory handle of its buffer (cucopy_ep_put_zcopy_memh()). */
+typedef struct cucopy_iov_memh {
+    void *buffer;       /**< Start address; host, device or managed memory. */
+    size_t length;      /**< Bytes. */
+    cucopy_memh_h memh; /**< A handle whose range holds [buffer, +length), or NULL. */
+} cucopy_iov_memh_t;
+
+/** One entry of cucopy_ep_copy_batch(): @a length bytes from @a src to @a dst. */
+typedef struct cucopy_copy {
+    void *dst;              /**< Destination; host, device or managed memory. */
+    const void *src;        /**< Source. */
+    size_t length;          /**< Bytes; 0 skips the entry. */
+    cucopy_memh_h dst_memh; /**< A handle whose range holds the destination, or NULL. */
+    cucopy_memh_h src_memh; /**< A handle whose range holds the source, or NULL. */
+} cucopy_copy_t;
 
 /** @name Version and errors */
 /**@{*/
@@ -374,6 +390,35 @@ CUCOPY_API cucopy_status_t cucopy_mem_reg(cucopy_context_h ctx, void *addr, size
  * the handle stays valid and the call can be repeated. NULL is a no-op.
  */
 CUCOPY_API cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h memh);
+
+/**
+ * Describe [@a addr, +@a length) once, for copies: a memory handle for any
+ * memory kind (device, managed, VMM or pool memory, pinned or pageable host
+ * memory), pinning nothing. A copy whose buffer or remote range names a
+ * handle (the _memh functions, cucopy_ep_copy_batch()) makes no pointer
+ * query for that side: on an H200 that is 80 to 210 ns per side and copy.
+ * A handle from cucopy_mem_reg() works the same way. Release with
+ * cucopy_mem_dereg(); cucopy_context_destroy() is ::CUCOPY_ERR_BUSY while
+ * any is held.
+ *
+ * A handle is a promise that its range stays what it was when described:
+ * - memory freed through cucopy_mem_free() invalidates the handles inside
+ *   it (copies naming them: ::CUCOPY_ERR_INVALID_HANDLE);
+ * - device memory of a primary context that was reset since fails cleanly
+ *   (::CUCOPY_ERR_INVALID_HANDLE; each copy checks the context's id, which
+ *   the copy path reads anyway);
+ * - memory the program frees itself (cuMemFree), or memory of a context the
+ *   program destroys (cuCtxDestroy, which cucopy cannot check without
+ *   touching it), must not be copied with a handle, as with the driver:
+ *   release the handle first.
+ * On drivers without cuCtxGetId (CUDA < 12) device-side handles are valid
+ * but their sides are classified per copy (no id to tell a reset by).
+ * Outcomes: NULL, length 0 or overflow: ::CUCOPY_ERR_INVALID_PARAM; a
+ * device-side range crossing the end of its allocation:
+ * ::CUCOPY_ERR_OUT_OF_RANGE.
+ */
+CUCOPY_API cucopy_status_t cucopy_mem_describe(cucopy_context_h ctx, const void *addr,
+                                               size_t length, cucopy_memh_h *memh_p);
 /**@}*/
 
 /** @name Interface: per-context streams and events, progress, flush */
@@ -864,6 +909,56 @@ CUCOPY_API cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_
 CUCOPY_API cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov,
                                                size_t iovcnt, uint64_t remote_addr,
                                                cucopy_completion_t *comp);
+
+/**
+ * cucopy_ep_put_short() with memory handles: @a memh describes @a buffer,
+ * @a remote_memh the remote range (either NULL: classified). A range
+ * outside its handle's is ::CUCOPY_ERR_INVALID_PARAM; a handle of another
+ * cucopy context, released, or invalid (see cucopy_mem_describe()) is
+ * ::CUCOPY_ERR_INVALID_HANDLE. Nothing is copied then.
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_put_short_memh(cucopy_ep_h ep, const void *buffer,
+                                                    cucopy_memh_h memh, size_t length,
+                                                    uint64_t remote_addr,
+                                                    cucopy_memh_h remote_memh);
+
+/** cucopy_ep_get_short() with memory handles, as cucopy_ep_put_short_memh(). */
+CUCOPY_API cucopy_status_t cucopy_ep_get_short_memh(cucopy_ep_h ep, void *buffer,
+                                                    cucopy_memh_h memh, size_t length,
+                                                    uint64_t remote_addr,
+                                                    cucopy_memh_h remote_memh);
+
+/**
+ * cucopy_ep_put_zcopy() with memory handles: each entry's @a memh describes
+ * its buffer, @a remote_memh the remote range [@a remote_addr, + the total
+ * length) (NULL: classified). Handle errors as cucopy_ep_put_short_memh(),
+ * before anything is issued.
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_put_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t *iov,
+                                                    size_t iovcnt, uint64_t remote_addr,
+                                                    cucopy_memh_h remote_memh,
+                                                    cucopy_completion_t *comp);
+
+/** As cucopy_ep_put_zcopy_memh(), from the remote range into the iov entries. */
+CUCOPY_API cucopy_status_t cucopy_ep_get_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t *iov,
+                                                    size_t iovcnt, uint64_t remote_addr,
+                                                    cucopy_memh_h remote_memh,
+                                                    cucopy_completion_t *comp);
+
+/**
+ * Many independent copies in one call, with one completion: the contract
+ * of cucopy_ep_put_zcopy() (return values, NO_RESOURCE, ordering within
+ * the endpoint), with a source and a destination per entry. Consecutive
+ * entries that run on one CUDA context in one direction (and, device to
+ * device, to one peer context) are one cuMemcpyBatchAsync on CUDA >= 13.0
+ * drivers and one event; group the entries by context and direction to get
+ * the fewest driver calls. The copies run in no set order among
+ * themselves: no entry's destination may overlap another entry's source or
+ * destination. Host-to-host entries run on the CPU.
+ * @param count 1 to cucopy_iface_attr_t::max_iov.
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_copy_batch(cucopy_ep_h ep, const cucopy_copy_t *copies,
+                                                size_t count, cucopy_completion_t *comp);
 
 /**
  * Flush the endpoint: completes once every operation issued on it before the

@@ -396,6 +396,58 @@ func cases() []copyCase {
 			return reuse(r, 0, "", reuseOp(r.env, 0, cudadrv.KindH2D), h2dAt(r.env, 128))
 		}, want: with(at0(cudadrv.CopyJoined, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Taken = "ev0", 1 })},
 
+		// Memory handles (copy.go, steps 1 and 4): a described side is not
+		// classified, its context id comes from the description, and a
+		// primary context's is checked.
+		{name: "memh/described-dst", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.DstMem = r.describe(op.Dst, nil)
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "memh/description-is-trusted", run: func(r *run) outcome {
+			op := h2d(r.env) // device memory that the description calls pageable: a CPU copy
+			op.DstMem = r.describe(op.Dst, func(d *cudadrv.MemDesc) { *d = cudadrv.MemDesc{Ordinal: -1, PrimaryDevice: -1} })
+			return r.copy(op)
+		}, want: outcome{Status: cudadrv.CopyCPU, Slot: -1}},
+		{name: "memh/id-from-description", run: func(r *run) outcome {
+			op := cudadrv.CopyOp{Src: r.h0, Dst: r.du, Len: 64} // the program's context, not checked
+			op.DstMem = r.describe(op.Dst, func(d *cudadrv.MemDesc) { d.CtxID = r.id[0] })
+			return r.copy(op)
+		}, want: needSlot(cudadrv.KindH2D, "user", "id0")},
+		{name: "memh/primary-reset-since", run: func(r *run) outcome {
+			op := cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 64}
+			op.SrcMem = r.describe(op.Src, func(d *cudadrv.MemDesc) { d.PrimaryDevice, d.CtxID = 0, d.CtxID+1000 })
+			return r.copy(op)
+		}, want: outcome{Status: cudadrv.CopyStaleMemh, Slot: -1}},
+		{name: "memh/primary-checked-live", run: func(r *run) outcome {
+			op := cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 64}
+			op.SrcMem = r.describe(op.Src, func(d *cudadrv.MemDesc) { d.PrimaryDevice = 0 })
+			return r.copy(op)
+		}, want: needSlot(cudadrv.KindD2H, "ctx0", "id0")},
+		{name: "memh/stale-destination-side", run: func(r *run) outcome {
+			op := h2d(r.env)
+			op.DstMem = r.describe(op.Dst, func(d *cudadrv.MemDesc) { d.PrimaryDevice, d.CtxID = 0, d.CtxID+1000 })
+			return r.copy(op)
+		}, want: outcome{Status: cudadrv.CopyStaleMemh, Slot: -1, Side: 1}},
+		{name: "memh/run-same-description", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.DstMem = r.describe(op.Dst, nil)
+			p := h2dAt(r.env, 64)
+			p.DstMem = op.DstMem
+			q := h2dAt(r.env, 128) // classified: joins too
+			return r.copyRun(op, []cudadrv.Piece{p, q})
+		}, want: queuedRun(2)},
+		{name: "memh/run-stops-at-other-description", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.DstMem = r.describe(op.Dst, nil)
+			p := h2dAt(r.env, 64)
+			p.DstMem = r.describe(p.Dst, nil) // the same memory, another handle
+			return r.copyRun(op, []cudadrv.Piece{h2dAt(r.env, 128), p})
+		}, want: queuedRun(1)},
+
 		// Plans (CopyPlan): where the piece and its run would go, nothing
 		// issued, no event taken, no lock kept.
 		{name: "plan/run", run: func(r *run) outcome {

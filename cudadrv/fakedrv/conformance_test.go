@@ -187,6 +187,7 @@ type run struct {
 	slots   []cudadrv.Slot
 	primary []cudadrv.Context
 	names   map[uintptr]string
+	mems    []cudadrv.MemDesc // the descriptions Copy gets (CopyOp.SrcMem, DstMem)
 	streams []ownedStream
 	events  []ownedEvent
 }
@@ -279,7 +280,7 @@ func (r *run) copy(op cudadrv.CopyOp) outcome { return r.copyRun(op, nil) }
 
 // copyRun is copy with more pieces that may join op's run.
 func (r *run) copyRun(op cudadrv.CopyOp, more []cudadrv.Piece) outcome {
-	st := r.drv.Copy(r.slots, r.primary, &op, more)
+	st := r.drv.Copy(r.slots, r.primary, &op, more, r.mems)
 	if op.Detached != 0 {
 		r.slots[op.Slot].DoneUser() // the caller's part (copy.go, step 8)
 	}
@@ -299,6 +300,18 @@ func (r *run) copyRun(op cudadrv.CopyOp, more []cudadrv.Piece) outcome {
 		r.slots[i].WaitUsers() // a short copy counted itself out again
 	}
 	return o
+}
+
+// describe adds the driver's description of ptr to the run's mems and
+// returns its CopyOp index.
+func (r *run) describe(ptr uint64, edit func(*cudadrv.MemDesc)) int32 {
+	d, err := r.drv.Describe(ptr)
+	require.NoError(r.t, err)
+	if edit != nil {
+		edit(&d)
+	}
+	r.mems = append(r.mems, d)
+	return int32(len(r.mems))
 }
 
 // inc is the incarnation of device dev's primary context.

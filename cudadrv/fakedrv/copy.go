@@ -52,6 +52,51 @@ func (d *Driver) classify(ptr uint64) (mem, bool) {
 	return m, true
 }
 
+// side is cd_side: a memory handle's description, else classify.
+func (d *Driver) side(ptr uint64, mems []cudadrv.MemDesc, idx int32) (mem, bool) {
+	if idx <= 0 {
+		return d.classify(ptr)
+	}
+	m := &mems[idx-1]
+	return mem{typ: m.Type, ctx: m.Ctx, ordinal: int(m.Ordinal), managed: m.Managed != 0, start: m.Start, size: m.Size}, true
+}
+
+// descStale is cd_desc_stale: a described side of a primary context reset
+// since.
+func (d *Driver) descStale(m *mem, mems []cudadrv.MemDesc, idx int32) bool {
+	if idx <= 0 || m.ctx == 0 || mems[idx-1].PrimaryDevice < 0 || !d.hasCtxID {
+		return false
+	}
+	c := d.ctxs[m.ctx]
+	return c == nil || !c.alive || c.id != mems[idx-1].CtxID
+}
+
+// Describe is cd_describe.
+func (d *Driver) Describe(ptr uint64) (cudadrv.MemDesc, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if code := d.enter("Describe"); code != 0 {
+		return cudadrv.MemDesc{PrimaryDevice: -1}, result("cuPointerGetAttributes", code)
+	}
+	m, ok := d.classify(ptr)
+	if !ok {
+		return cudadrv.MemDesc{PrimaryDevice: -1}, result("cuPointerGetAttributes", ErrInvalidValue)
+	}
+	desc := cudadrv.MemDesc{Start: m.start, Size: m.size, Ctx: m.ctx, CtxID: uint64(m.ctx), Type: m.typ,
+		Ordinal: int32(m.ordinal), PrimaryDevice: -1}
+	if m.managed {
+		desc.Managed = 1
+	}
+	if m.ctx != 0 && d.hasCtxID {
+		c := d.ctxs[m.ctx]
+		if c == nil || !c.alive {
+			return desc, result("cuCtxGetId", ErrContextDestroyed)
+		}
+		desc.CtxID = c.id
+	}
+	return desc, nil
+}
+
 // knownCtx is cd_known_ctx.
 func knownCtx(m *mem, primary []cudadrv.Context, ndevices int32) cudadrv.Context {
 	if m.ctx != 0 {
@@ -86,7 +131,8 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 // extendRun is cd_extend_run: how many pieces of more run with a piece of
 // (kind, ctx, peer) whose buffers are src and dst, and whether one of those
 // has pageable memory.
-func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadrv.Context, ndevices int32, kind int32, ctx, peer cudadrv.Context) (n int, pageable bool) {
+func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cudadrv.CopyOp, src, dst *mem, primary []cudadrv.Context, kind int32, ctx, peer cudadrv.Context) (n int, pageable bool) {
+	ndevices := op.NDevices
 	if src.managed || dst.managed {
 		return 0, false
 	}
@@ -94,8 +140,11 @@ func (d *Driver) extendRun(more []cudadrv.Piece, src, dst *mem, primary []cudadr
 		more = more[:cudadrv.MaxRun-1]
 	}
 	for n, p := range more {
-		s, ok1 := d.classify(p.Src)
-		t, ok2 := d.classify(p.Dst)
+		if (p.SrcMem > 0 && p.SrcMem != op.SrcMem) || (p.DstMem > 0 && p.DstMem != op.DstMem) {
+			return n, pageable // a described side joins only on the same description
+		}
+		s, ok1 := d.side(p.Src, mems, p.SrcMem)
+		t, ok2 := d.side(p.Dst, mems, p.DstMem)
 		if !ok1 || !ok2 || s.managed || t.managed || s.crossesEnd(p.Src, p.Len) || t.crossesEnd(p.Dst, p.Len) ||
 			d.span(p.Src, p.Len) == nil || d.span(p.Dst, p.Len) == nil {
 			return n, pageable
@@ -130,7 +179,7 @@ func driverErr(op *cudadrv.CopyOp, entry cudadrv.Entry, code uint32) cudadrv.Cop
 }
 
 // Copy is cd_copy.
-func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, more []cudadrv.Piece) cudadrv.CopyStatus {
+func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, more []cudadrv.Piece, mems []cudadrv.MemDesc) cudadrv.CopyStatus {
 	d.mu.Lock()
 	if f := d.onCopy; f != nil {
 		d.mu.Unlock()
@@ -139,7 +188,7 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	defer d.mu.Unlock()
 	locked := false
-	st := d.copy(slots, primary, op, more, &locked)
+	st := d.copy(slots, primary, op, more, mems, &locked)
 	if locked && st != cudadrv.CopyQueued && st != cudadrv.CopyJoined {
 		slots[op.Slot].Unlock()
 	}
@@ -147,16 +196,24 @@ func (d *Driver) Copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 }
 
 // copy is Copy under d.mu; *locked says it took the slot's lock (CopyLock).
-func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, more []cudadrv.Piece, locked *bool) cudadrv.CopyStatus {
+func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudadrv.CopyOp, more []cudadrv.Piece, mems []cudadrv.MemDesc, locked *bool) cudadrv.CopyStatus {
 	d.enter("Copy")
 	op.NDevices = int32(len(primary))
 	op.Err = cudadrv.CallError{Entry: cudadrv.EntryNone}
 	op.Slot = -1
 	op.Taken, op.Detached = 0, 0
-	src, ok1 := d.classify(op.Src)
-	dst, ok2 := d.classify(op.Dst)
+	src, ok1 := d.side(op.Src, mems, op.SrcMem)
+	dst, ok2 := d.side(op.Dst, mems, op.DstMem)
 	if !ok1 || !ok2 {
 		return driverErr(op, cudadrv.EntryPointerGetAttributes, ErrInvalidValue) // an address the fake never handed out
+	}
+	if d.descStale(&src, mems, op.SrcMem) {
+		op.Side = 0
+		return cudadrv.CopyStaleMemh
+	}
+	if d.descStale(&dst, mems, op.DstMem) {
+		op.Side = 1
+		return cudadrv.CopyStaleMemh
 	}
 	if src.crossesEnd(op.Src, op.Len) {
 		op.Side = 0
@@ -180,9 +237,11 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	status := cudadrv.CopyDone
 	var kind int32
 	var ctx, peer cudadrv.Context
+	execMem := op.SrcMem
 	switch {
 	case src.host():
 		kind, ctx = cudadrv.KindH2D, d.execCtx(&dst, primary, op, &status)
+		execMem = op.DstMem
 	case dst.host():
 		kind, ctx = cudadrv.KindD2H, d.execCtx(&src, primary, op, &status)
 	default:
@@ -199,7 +258,9 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return status
 	}
 	id := uint64(ctx)
-	if d.hasCtxID {
+	if execMem > 0 && mems[execMem-1].Ctx == ctx && ctx != 0 {
+		id = mems[execMem-1].CtxID // checked above if it is a primary context's
+	} else if d.hasCtxID {
 		c := d.ctxs[ctx]
 		if c == nil || !c.alive {
 			// cuCtxGetId: a reset primary context is answered (the handle
@@ -225,7 +286,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 			runPeer = peer
 		}
 		var pageable bool
-		run, pageable = d.extendRun(more, &src, &dst, primary, op.NDevices, kind, ctx, runPeer)
+		run, pageable = d.extendRun(more, mems, op, &src, &dst, primary, kind, ctx, runPeer)
 		blocking = blocking || pageable
 	}
 	s := -1

@@ -23,7 +23,7 @@ func TestPortRangeStartingPastTheEnd(t *testing.T) {
 	dev, host := d.AllocDevice(0, 64), d.Pageable(64)
 	primary := make([]cudadrv.Context, 1)
 	op := cudadrv.CopyOp{Src: host, Dst: dev + 64 + 16, Len: 8}
-	assert.Equal(t, cudadrv.CopyOutOfRange, d.Copy(nil, primary, &op, nil))
+	assert.Equal(t, cudadrv.CopyOutOfRange, d.Copy(nil, primary, &op, nil, nil))
 	assert.Equal(t, int32(1), op.Side, "the destination")
 	assert.Empty(t, d.Violations())
 }
@@ -38,7 +38,7 @@ func TestPortFallbackWithoutContextUsesCurrent(t *testing.T) {
 	managed, host := d.AllocManagedUnowned(64), d.Pageable(64)
 	primary := make([]cudadrv.Context, 1)
 	op := cudadrv.CopyOp{Src: host, Dst: managed, Len: 8, Flags: cudadrv.CopyFallbackCtx}
-	assert.Equal(t, cudadrv.CopyNeedSlot, d.Copy(nil, primary, &op, nil))
+	assert.Equal(t, cudadrv.CopyNeedSlot, d.Copy(nil, primary, &op, nil, nil))
 	assert.Equal(t, ctx, op.Ctx, "the current context")
 	assert.Empty(t, d.Violations())
 }

@@ -10,6 +10,7 @@ package drvtest
 #cgo CFLAGS: -I${SRCDIR}/../../cudadrv -I${SRCDIR}/../../tests/common -I${SRCDIR}/../../tests/fakecuda -std=gnu11
 #cgo LDFLAGS: -ldl
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "testdrv.c"
 #include "fakecuda.h"
@@ -94,6 +95,12 @@ static long drvtest_violations(void)
     return f != NULL ? f() : -1;
 }
 
+static long drvtest_calls(const char *name)
+{
+    fakecuda_calls_fn f = (fakecuda_calls_fn)testdrv_fake_sym("fakecuda_calls");
+    return f != NULL ? f(name) : -1;
+}
+
 static int drvtest_poison(uintptr_t ctx, int code)
 {
     fakecuda_poison_context_fn f =
@@ -112,6 +119,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // DriverPath is the driver to test against: $CUCOPY_CUDA_DRIVER, else the
@@ -241,6 +249,14 @@ func ResetPrimary(dev int) error {
 
 // IsFake says whether the loaded driver is the fake one (tests/fakecuda).
 func IsFake() bool { return C.drvtest_is_fake() != 0 }
+
+// CallCount is the fake driver's count of calls of entry point name so far
+// (-1 on another driver or for an unknown name).
+func CallCount(name string) int64 {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	return int64(C.drvtest_calls(cs))
+}
 
 // DeviceCount is the loaded driver's device count.
 func DeviceCount() int { return int(C.drvtest_device_count()) }

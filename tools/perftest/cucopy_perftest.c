@@ -74,6 +74,8 @@ struct options {
     long warmup;      /* -1: automatic */
     int window;
     int iov; /* iov entries per zcopy (bw, rate); the raw side: as many cuMemcpyAsync */
+    int batch; /* bw, rate: each op is one cucopy_ep_copy_batch of this many copies; 0: none */
+    int memh;  /* --memh: cucopy copies name memory handles of every buffer */
     int concurrent;
     int stats; /* --stats: cucopy_iface_stats at the end */
     int csv;
@@ -136,6 +138,7 @@ struct lane {
     uint64_t src;
     uint64_t dst;
     int is_get; /* cucopy op is get (local = dst host buffer, remote = src) */
+    cucopy_memh_h src_memh, dst_memh; /* --memh: cucopy_mem_describe of src and dst */
     /* raw baseline */
     cdStream stream;
     cdEvent *events;
@@ -237,6 +240,11 @@ static void usage(FILE *f)
             "  --iov N                  bw and rate: each op is N iov entries of size/N bytes\n"
             "                           (sizes must be multiples of N; default 1); raw: N\n"
             "                           cuMemcpyAsync and one cuEventRecord per op\n"
+            "  --batch N                bw and rate: each cucopy op is one cucopy_ep_copy_batch of\n"
+            "                           N copies of size/N bytes; raw: one cuMemcpyAsync and one\n"
+            "                           cuEventRecord per copy; rate counts copies\n"
+            "  --memh                   cucopy copies pass memory handles (cucopy_mem_describe)\n"
+            "                           of every buffer: no pointer query per copy\n"
             "  --time SEC               target time per measurement (default 0.2)\n"
             "  --timeout SEC            a loop running longer is reported as hung (default 60)\n"
             "  --concurrent             bw and rate on all chosen devices (all pairs for peer)\n"
@@ -383,7 +391,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_IOV, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
+        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -396,6 +404,8 @@ static void parse_options(int argc, char **argv)
         {"warmup", required_argument, NULL, O_WARMUP},
         {"window", required_argument, NULL, O_WINDOW},
         {"iov", required_argument, NULL, O_IOV},
+        {"batch", required_argument, NULL, O_BATCH},
+        {"memh", no_argument, NULL, O_MEMH},
         {"time", required_argument, NULL, O_TIME},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
@@ -474,6 +484,14 @@ static void parse_options(int argc, char **argv)
         case O_TIMEOUT:
             opt.timeout_s = parse_double("--timeout", optarg);
             break;
+        case O_BATCH:
+            opt.batch = (int)parse_long("--batch", optarg, 1);
+            if (opt.batch > 64)
+                die("--batch %d: at most 64 (cucopy_iface_attr_t max_iov)", opt.batch);
+            break;
+        case O_MEMH:
+            opt.memh = 1;
+            break;
         case O_CONCURRENT:
             opt.concurrent = 1;
             break;
@@ -520,6 +538,13 @@ static void parse_options(int argc, char **argv)
                 opt.rate_sizes[opt.nrate_sizes++] = opt.sizes[i];
         if (opt.nrate_sizes == 0)
             opt.rate_sizes[opt.nrate_sizes++] = 8;
+    }
+    if (opt.batch > 0 && opt.iov > 1)
+        die("--batch and --iov exclude each other");
+    for (int i = 0; i < opt.nsizes + opt.nrate_sizes && opt.batch > 1; i++) {
+        size_t size = i < opt.nsizes ? opt.sizes[i] : opt.rate_sizes[i - opt.nsizes];
+        if (size % (size_t)opt.batch != 0)
+            die("--batch %d: size %zu is not a multiple of it", opt.batch, size);
     }
     for (int i = 0; i < opt.nsizes + opt.nrate_sizes && opt.iov > 1; i++) {
         size_t size = i < opt.nsizes ? opt.sizes[i] : opt.rate_sizes[i - opt.nsizes];
@@ -905,17 +930,50 @@ static void check_current_context(const char *after)
 
 static cucopy_status_t cu_short(const struct lane *ln, size_t size)
 {
+    if (opt.memh && ln->is_get)
+        return cucopy_ep_get_short_memh(ep, (void *)(uintptr_t)ln->dst, ln->dst_memh, size,
+                                        ln->src, ln->src_memh);
+    if (opt.memh)
+        return cucopy_ep_put_short_memh(ep, (const void *)(uintptr_t)ln->src, ln->src_memh, size,
+                                        ln->dst, ln->dst_memh);
     if (ln->is_get)
         return cucopy_ep_get_short(ep, (void *)(uintptr_t)ln->dst, size, ln->src);
     return cucopy_ep_put_short(ep, (const void *)(uintptr_t)ln->src, size, ln->dst);
 }
 
+/* --batch: one cucopy_ep_copy_batch of opt.batch copies of size/batch bytes,
+ * back to back on both sides. */
+static cucopy_status_t cu_batch(const struct lane *ln, size_t size, cucopy_completion_t *comp)
+{
+    cucopy_copy_t cp[64];
+    size_t piece = size / (size_t)opt.batch;
+    for (int k = 0; k < opt.batch; k++) {
+        uint64_t off = (uint64_t)k * piece;
+        cp[k] = (cucopy_copy_t){(void *)(uintptr_t)(ln->dst + off),
+                                (const void *)(uintptr_t)(ln->src + off), piece, ln->dst_memh,
+                                ln->src_memh};
+    }
+    return cucopy_ep_copy_batch(ep, cp, (size_t)opt.batch, comp);
+}
+
 /* A zcopy of size bytes as opt.iov entries, back to back on both sides. */
 static cucopy_status_t cu_zcopy(const struct lane *ln, size_t size, cucopy_completion_t *comp)
 {
-    cucopy_iov_t iov[64];
+    if (opt.batch > 0)
+        return cu_batch(ln, size, comp);
     size_t piece = size / (size_t)opt.iov;
     uint64_t local = ln->is_get ? ln->dst : ln->src;
+    if (opt.memh) {
+        cucopy_iov_memh_t iov[64];
+        for (int k = 0; k < opt.iov; k++)
+            iov[k] = (cucopy_iov_memh_t){(void *)(uintptr_t)(local + (uint64_t)k * piece), piece,
+                                         ln->is_get ? ln->dst_memh : ln->src_memh};
+        if (ln->is_get)
+            return cucopy_ep_get_zcopy_memh(ep, iov, (size_t)opt.iov, ln->src, ln->src_memh,
+                                            comp);
+        return cucopy_ep_put_zcopy_memh(ep, iov, (size_t)opt.iov, ln->dst, ln->dst_memh, comp);
+    }
+    cucopy_iov_t iov[64];
     for (int k = 0; k < opt.iov; k++) {
         iov[k].buffer = (void *)(uintptr_t)(local + (uint64_t)k * piece);
         iov[k].length = piece;
@@ -1178,6 +1236,7 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
         m->lanes[l].finished = 0;
     }
     int remaining = m->nlanes;
+    long total = opt.batch > 0 ? n * opt.batch : n; /* raw operations per lane */
     long spins = 0;
     double t0 = now_s();
     while (remaining > 0) {
@@ -1201,10 +1260,13 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
                 }
                 ln->completed++;
             }
-            while (ln->issued < n && ln->issued - ln->completed < W) {
-                size_t piece = m->size / (size_t)opt.iov;
-                for (int k = 0; k < opt.iov; k++) {
-                    uint64_t off = (uint64_t)k * piece;
+            while (ln->issued < total && ln->issued - ln->completed < W) {
+                /* --batch: every copy of the batch is one raw operation. */
+                int pieces = opt.batch > 0 ? 1 : opt.iov;
+                size_t piece = m->size / (size_t)(opt.batch > 0 ? opt.batch : opt.iov);
+                uint64_t base = opt.batch > 0 ? (uint64_t)(ln->issued % opt.batch) * piece : 0;
+                for (int k = 0; k < pieces; k++) {
+                    uint64_t off = base + (uint64_t)k * piece;
                     if ((r = td.cuMemcpyAsync(ln->dst + off, ln->src + off, piece, ln->stream)) !=
                         CD_SUCCESS) {
                         drv_error("cuMemcpyAsync", r);
@@ -1219,7 +1281,7 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
                 }
                 ln->issued++;
             }
-            if (ln->completed == n) {
+            if (ln->completed == total) {
                 ln->finished = 1;
                 remaining--;
             }
@@ -1302,6 +1364,8 @@ static double metric(const struct measurement *m, long n, double secs)
     if (secs <= 0)
         return 0;
     double ops = (double)n * (double)(m->test == TEST_LAT ? 1 : m->nlanes);
+    if (m->test == TEST_RATE && opt.batch > 0)
+        ops *= opt.batch; /* copies: a batch on the cucopy side, one op each on the raw side */
     switch (m->test) {
     case TEST_LAT:
         return secs / ops * 1e6;
@@ -1360,6 +1424,12 @@ static void print_header(void)
     printf("# window %d, iterations %s, warmup %s, target %.3g s per measurement%s\n",
            opt.window, iters, warm, opt.target_s,
            opt.concurrent ? ", bw/rate: all devices at once (aggregate)" : "");
+    if (opt.batch > 0)
+        printf("# bw/rate: each cucopy op is one cucopy_ep_copy_batch of %d copies of size/%d "
+               "bytes; raw: one cuMemcpyAsync + cuEventRecord per copy; rate counts copies\n",
+               opt.batch, opt.batch);
+    if (opt.memh)
+        printf("# cucopy copies name memory handles (cucopy_mem_describe) of every buffer\n");
     if (opt.iov > 1)
         printf("# bw/rate: each op is %d iov entries of size/%d bytes (raw: %d cuMemcpyAsync, "
                "one cuEventRecord); CUCOPY_IOV_BATCH=%s\n",
@@ -1492,6 +1562,28 @@ static void init_lane(struct lane *ln, enum direction dir, int host, int src_dev
     }
 }
 
+/* --memh: describe a lane's buffers once (every buffer holds buf_size). */
+static void describe_lane(struct lane *ln)
+{
+    if (!opt.memh)
+        return;
+    cucopy_status_t st = cucopy_mem_describe(cctx, (void *)(uintptr_t)ln->src, buf_size,
+                                             &ln->src_memh);
+    if (st == CUCOPY_OK)
+        st = cucopy_mem_describe(cctx, (void *)(uintptr_t)ln->dst, buf_size, &ln->dst_memh);
+    if (st != CUCOPY_OK)
+        cu_error("cucopy_mem_describe", st);
+}
+
+static void release_lanes(struct lane *lanes, int n)
+{
+    for (int i = 0; i < n; i++) {
+        cucopy_mem_dereg(cctx, lanes[i].src_memh);
+        cucopy_mem_dereg(cctx, lanes[i].dst_memh);
+        lanes[i].src_memh = lanes[i].dst_memh = NULL;
+    }
+}
+
 /* All lanes of a direction for the chosen devices. */
 static int build_lanes(enum direction dir, int host, struct lane *lanes)
 {
@@ -1508,6 +1600,8 @@ static int build_lanes(enum direction dir, int host, struct lane *lanes)
             init_lane(&lanes[n++], dir, host, a, a);
         }
     }
+    for (int i = 0; i < n; i++)
+        describe_lane(&lanes[i]);
     return n;
 }
 
@@ -1545,6 +1639,7 @@ static void run_all(void)
                         measure(&m);
                     }
                 }
+                release_lanes(lanes, nl);
             }
         }
     }

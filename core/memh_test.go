@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package core_test
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
+	"github.com/cucopy/cucopy/internal/drvtest"
+)
+
+// Copies with memory handles and batches keep the hot path's promise (one
+// cgo crossing per operation that is one run, nothing allocated), and a
+// handle saves the pointer queries: a zcopy with both sides described makes
+// no cuPointerGetAttributes call (counted by the C fake driver).
+func TestMemhHotPath(t *testing.T) {
+	path := drvtest.PathOrSkip(t)
+	require.NoError(t, drvtest.Load(path))
+	if !drvtest.IsFake() {
+		t.Skip("counts the fake driver's calls")
+	}
+	drv, err := cudadrv.Open(path)
+	require.NoError(t, err)
+	cfg, err := core.LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	ctx, err := core.NewContext(drv, cfg)
+	require.NoError(t, err)
+	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, iface.Close()) }()
+	ep, err := iface.NewEp()
+	require.NoError(t, err)
+	dev, err := drvtest.AllocDevice(0, 4096)
+	require.NoError(t, err)
+	host := make([]byte, 4096)
+	buf := uintptr(unsafe.Pointer(&host[0]))
+	hh, err := ctx.MemDescribe(uint64(buf), 4096)
+	require.NoError(t, err)
+	hd, err := ctx.MemDescribe(dev, 4096)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, ctx.MemDereg(hh)); assert.NoError(t, ctx.MemDereg(hd)) }()
+
+	var iov16 [16]core.IOV
+	var hs16 [16]*core.MemHandle
+	var batch [16]core.BatchCopy
+	for k := range iov16 {
+		iov16[k] = core.IOV{Buffer: buf + uintptr(64*k), Length: 8}
+		hs16[k] = hh
+		batch[k] = core.BatchCopy{Dst: dev + uint64(128*k), Src: uint64(buf) + uint64(8*k), Len: 8, DstH: hd, SrcH: hh}
+	}
+	zcopy := func() {
+		st, err := ep.ZcopyMemh(true, iov16[:1], hs16[:1], dev, hd, 0)
+		if err != nil || st != core.InProgress {
+			t.Fatalf("zcopy: %v %v", st, err)
+		}
+	}
+	zcopy16 := func() {
+		st, err := ep.ZcopyMemh(true, iov16[:], hs16[:], dev, hd, 0)
+		if err != nil || st != core.InProgress {
+			t.Fatalf("zcopy of 16: %v %v", st, err)
+		}
+	}
+	copyBatch := func() {
+		st, err := ep.Batch(batch[:], 0)
+		if err != nil || st != core.InProgress {
+			t.Fatalf("batch: %v %v", st, err)
+		}
+	}
+	drain := func() {
+		for n := 0; n == 0; {
+			if n, err = iface.Progress(); err != nil {
+				t.Fatalf("progress: %v", err)
+			}
+		}
+	}
+	for range 4 { // the slot, stream and event
+		zcopy()
+		drain()
+	}
+	for _, c := range []struct {
+		name  string
+		issue func()
+	}{{"memh zcopy", zcopy}, {"memh zcopy of a 16-entry run", zcopy16}, {"batch of 16", copyBatch}} {
+		queries := drvtest.CallCount("cuPointerGetAttributes")
+		before := cgoCalls()
+		c.issue()
+		assert.Equal(t, uint64(1), cgoCalls()-before, "%s: cgo crossings", c.name)
+		assert.Zero(t, drvtest.CallCount("cuPointerGetAttributes")-queries, "%s: pointer queries", c.name)
+		drain()
+		assert.Zero(t, testing.AllocsPerRun(200, func() { c.issue(); drain() }), "%s: allocations per operation + progress", c.name)
+	}
+	require.NoError(t, ep.ShortMemh(true, buf, hh, 8, dev, hd))
+	before := cgoCalls()
+	require.NoError(t, ep.ShortMemh(true, buf, hh, 8, dev, hd))
+	assert.Equal(t, uint64(1), cgoCalls()-before, "short with handles: cgo crossings")
+	assert.Zero(t, testing.AllocsPerRun(200, func() {
+		if err := ep.ShortMemh(false, buf, hh, 8, dev, hd); err != nil {
+			t.Fatal(err)
+		}
+	}), "allocations per short copy with handles")
+}
