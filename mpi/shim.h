@@ -234,6 +234,37 @@ int shim_batch_end(struct shim_batch *bt, int rc);
 int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
                      MPI_Comm comm);
 
+/* ---- collectives (shim_coll.c; the v and w forms: shim_collv.c) ---------- */
+
+/* MPI-4 libraries have the large-count MPI_X_c forms: they are wrapped too. */
+#if MPI_VERSION >= 4
+#define SHIM_LARGE_COUNT 1
+#else
+#define SHIM_LARGE_COUNT 0
+#endif
+
+/* One collective call: up to two staged buffers (shim_coll.c's; shim_collv.c
+ * uses the communicator fields only). */
+struct coll {
+    const char *call;
+    MPI_Comm comm;
+    int inter; /* an intercommunicator: classify only, refuse device buffers */
+    int rank, size;
+    int root;  /* this rank is the root of a rooted call */
+    struct shim_buf b[2];
+    int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */
+    size_t out[2];    /* bytes MPI writes from the start of the buffer */
+    MPI_Count ext[2]; /* the datatype's extent */
+};
+
+/*
+ * Start call @p call on @p comm (MPI_COMM_NULL: MPI_Reduce_local). @p root:
+ * the root argument of a rooted call, or MPI_UNDEFINED. 0 when the call goes
+ * straight to PMPI: an invalid communicator (MPI reports it), or an
+ * intercommunicator's MPI_PROC_NULL rank (no buffer is significant).
+ */
+int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root);
+
 /* ---- stats ---------------------------------------------------------------- */
 
 void shim_stats_add(int to_device, int device, size_t bytes);

@@ -18,33 +18,9 @@
  */
 #include "shim.h"
 
-#if MPI_VERSION >= 4
-#define SHIM_LARGE_COUNT 1
-#else
-#define SHIM_LARGE_COUNT 0
-#endif
-
 /* ---- one collective call: up to two staged buffers --------------------------------- */
 
-struct coll {
-    const char *call;
-    MPI_Comm comm;
-    int inter; /* an intercommunicator: classify only, refuse device buffers */
-    int rank, size;
-    int root;  /* this rank is the root of a rooted call */
-    struct shim_buf b[2];
-    int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */
-    size_t out[2];    /* bytes MPI writes from the start of the buffer */
-    MPI_Count ext[2]; /* the datatype's extent */
-};
-
-/*
- * Start call @p call on @p comm (MPI_COMM_NULL: MPI_Reduce_local). @p root:
- * the root argument of a rooted call, or MPI_UNDEFINED. 0 when the call goes
- * straight to PMPI: an invalid communicator (MPI reports it), or an
- * intercommunicator's MPI_PROC_NULL rank (no buffer is significant).
- */
-static int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root)
+int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root)
 {
     c->call = call;
     c->comm = comm;

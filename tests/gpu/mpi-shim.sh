@@ -24,30 +24,7 @@ mpirun --version 2>&1 | head -1
 ompi_info 2>/dev/null | grep -i "cuda" | head -3
 failed=0
 
-# check NAME EXPECT(pass|fault) RANKS PRELOAD(yes|no) PROGRAM ARGS... ; env from the caller
-check() {
-    local name=$1 expect=$2 ranks=$3 preload=$4
-    shift 4
-    local pre=()
-    [[ $preload == yes ]] && pre=(-x "LD_PRELOAD=$shim")
-    local out rc
-    out=$(timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ranks" \
-        -x CUCOPY_MPI -x CUCOPY_MPI_STATS "${pre[@]}" "$build/bin/$1" "${@:2}" 2>&1)
-    rc=$?
-    local ok=0
-    if [[ $expect == pass ]]; then
-        [[ $rc -eq 0 ]] && ok=1
-    else
-        [[ $rc -ne 0 ]] && grep -qiE "segmentation fault|signal 11|SIGSEGV" <<<"$out" && ok=1
-    fi
-    if [[ $ok -eq 1 ]]; then
-        echo "PASS  $name (exit $rc)"
-    else
-        echo "FAIL  $name (exit $rc, expected $expect)"
-        failed=1
-    fi
-    printf '%s\n' "$out" | sed "s/^/    $name: /" | tail -n 40
-}
+. "$(dirname "$0")/mpi-check.sh" # check()
 
 export CUCOPY_MPI_STATS=1 CUCOPY_MPI=auto
 check mpi_shim_p2p_n2 pass 2 yes mpi_shim_p2p_device

@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# check(), sourced by tests/gpu/mpi-shim.sh and mpi-collv.sh: runs one MPI
+# program under mpirun, with or without the shim, and prints PASS/FAIL.
+# The caller sets $build (the build tree), $shim (the preloaded library)
+# and failed=0; check sets failed=1 on a failure.
+
+# check NAME EXPECT(pass|fault) RANKS PRELOAD(yes|no) PROGRAM ARGS... ; env from the caller
+check() {
+    local name=$1 expect=$2 ranks=$3 preload=$4
+    shift 4
+    local pre=()
+    [[ $preload == yes ]] && pre=(-x "LD_PRELOAD=$shim")
+    local out rc
+    out=$(timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ranks" \
+        -x CUCOPY_MPI -x CUCOPY_MPI_STATS "${pre[@]}" "$build/bin/$1" "${@:2}" 2>&1)
+    rc=$?
+    local ok=0
+    if [[ $expect == pass ]]; then
+        [[ $rc -eq 0 ]] && ok=1
+    else
+        [[ $rc -ne 0 ]] && grep -qiE "segmentation fault|signal 11|SIGSEGV" <<<"$out" && ok=1
+    fi
+    if [[ $ok -eq 1 ]]; then
+        echo "PASS  $name (exit $rc)"
+    else
+        echo "FAIL  $name (exit $rc, expected $expect)"
+        failed=1
+    fi
+    printf '%s\n' "$out" | sed "s/^/    $name: /" | tail -n 40
+}
