@@ -58,6 +58,7 @@ enum impl { IMPL_CUCOPY, IMPL_RAW, IMPL_COUNT };
 #define MAX_DEVICES 64
 #define MAX_SIZES 64
 #define VERIFY_BYTES 64
+#define MAX_REPEAT 32
 #define MIN_ITERS 3
 
 struct options {
@@ -76,6 +77,7 @@ struct options {
     int iov; /* iov entries per zcopy (bw, rate); the raw side: as many cuMemcpyAsync */
     int batch; /* bw, rate: each op is one cucopy_ep_copy_batch of this many copies; 0: none */
     int memh;  /* --memh: cucopy copies name memory handles of every buffer */
+    int repeat; /* --repeat: rounds per row, cucopy and raw alternating; medians */
     int concurrent;
     int stats; /* --stats: cucopy_iface_stats at the end */
     int csv;
@@ -90,6 +92,7 @@ static struct options opt = {
     .warmup = -1,
     .window = 8,
     .iov = 1,
+    .repeat = 1,
     .current = 0,
     .target_s = 0.2,
     .timeout_s = 60.0,
@@ -245,6 +248,9 @@ static void usage(FILE *f)
             "                           cuEventRecord per copy; rate counts copies\n"
             "  --memh                   cucopy copies pass memory handles (cucopy_mem_describe)\n"
             "                           of every buffer: no pointer query per copy\n"
+            "  --repeat R               measure each row R times, cucopy and raw alternating\n"
+            "                           (raw first in every other round); print the medians\n"
+            "                           and the range of the per-round ratios (default 1)\n"
             "  --time SEC               target time per measurement (default 0.2)\n"
             "  --timeout SEC            a loop running longer is reported as hung (default 60)\n"
             "  --concurrent             bw and rate on all chosen devices (all pairs for peer)\n"
@@ -391,7 +397,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
+        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -406,6 +412,7 @@ static void parse_options(int argc, char **argv)
         {"iov", required_argument, NULL, O_IOV},
         {"batch", required_argument, NULL, O_BATCH},
         {"memh", no_argument, NULL, O_MEMH},
+        {"repeat", required_argument, NULL, O_REPEAT},
         {"time", required_argument, NULL, O_TIME},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
@@ -491,6 +498,11 @@ static void parse_options(int argc, char **argv)
             break;
         case O_MEMH:
             opt.memh = 1;
+            break;
+        case O_REPEAT:
+            opt.repeat = (int)parse_long("--repeat", optarg, 1);
+            if (opt.repeat > MAX_REPEAT)
+                die("--repeat %d: at most %d", opt.repeat, MAX_REPEAT);
             break;
         case O_CONCURRENT:
             opt.concurrent = 1;
@@ -1499,33 +1511,69 @@ static void append_status(char *status, size_t len, const char *who, const char 
     snprintf(status + used, len - used, "%s%s-%s", used ? "," : "", who, what);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One row: cucopy, then raw (their first rounds choose the iteration count
+ * and warm up); with --repeat R, R rounds in all, the order alternating
+ * (raw first in odd rounds) so that a machine warming up or throttling
+ * during the row favours neither side; the row shows the medians and, in
+ * the table, the range of the per-round ratios. */
 static void measure(struct measurement *m)
 {
+    double vals[IMPL_COUNT][MAX_REPEAT];
     double val[IMPL_COUNT] = {0, 0};
-    int ok[IMPL_COUNT] = {0, 0};
+    int ok[IMPL_COUNT] = {1, 1};
     char status[96] = "ok";
     long n = 0;
 
     raw_setup(m);
-    for (int impl = 0; impl < IMPL_COUNT; impl++) {
-        const char *who = impl == IMPL_CUCOPY ? "cucopy" : "raw";
-        unsigned seed = arm_check(m);
-        double secs;
-        if (warm_and_calibrate(m, (enum impl)impl, &n) != 0 ||
-            run_loop(m, (enum impl)impl, n, &secs) != 0) {
-            append_status(status, sizeof(status), who, "error");
-            failures++;
-            continue;
+    for (int r = 0; r < opt.repeat && ok[IMPL_CUCOPY] && ok[IMPL_RAW]; r++) {
+        for (int k = 0; k < IMPL_COUNT; k++) {
+            int impl = r % 2 ? IMPL_COUNT - 1 - k : k;
+            const char *who = impl == IMPL_CUCOPY ? "cucopy" : "raw";
+            unsigned seed = arm_check(m);
+            double secs;
+            if ((r == 0 && warm_and_calibrate(m, (enum impl)impl, &n) != 0) ||
+                run_loop(m, (enum impl)impl, n, &secs) != 0) {
+                append_status(status, sizeof(status), who, "error");
+                failures++;
+                ok[impl] = 0;
+                continue;
+            }
+            if (verify(m, seed, who) != 0) {
+                append_status(status, sizeof(status), who, "VERIFY-FAILED");
+                failures++;
+                ok[impl] = 0;
+                continue;
+            }
+            vals[impl][r] = metric(m, n, secs);
         }
-        if (verify(m, seed, who) != 0) {
-            append_status(status, sizeof(status), who, "VERIFY-FAILED");
-            failures++;
-            continue;
-        }
-        val[impl] = metric(m, n, secs);
-        ok[impl] = 1;
     }
     raw_teardown(m);
+    int rounds = opt.repeat;
+    if (ok[IMPL_CUCOPY] && ok[IMPL_RAW] && rounds > 1 && !opt.csv) {
+        double lo = 0, hi = 0;
+        for (int r = 0; r < rounds; r++) {
+            double q = m->test == TEST_LAT ? vals[IMPL_RAW][r] / vals[IMPL_CUCOPY][r]
+                                           : vals[IMPL_CUCOPY][r] / vals[IMPL_RAW][r];
+            lo = r == 0 || q < lo ? q : lo;
+            hi = r == 0 || q > hi ? q : hi;
+        }
+        snprintf(status, sizeof(status), "ok (%d rounds, ratios %.2f-%.2f)", rounds, lo, hi);
+    }
+    for (int impl = 0; impl < IMPL_COUNT; impl++)
+        if (ok[impl])
+            val[impl] = median(vals[impl], rounds);
     print_row(m, val, ok, n, status);
 }
 
