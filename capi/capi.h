@@ -25,9 +25,12 @@ typedef struct cucopy_ready {
 /* Account each finished operation of ready[0..n) on its cucopy_completion_t
  * and run its callback when the count reaches zero, in order, recording
  * iface_serial as an iface whose callback the thread runs meanwhile
- * (cucopy_in_callback_of). A callback may call back into Go: ready is Go
- * memory holding no Go pointers, read only during this call. */
-void cucopy_complete_batch(const cucopy_ready_t *ready, int n, uint64_t iface_serial);
+ * (cucopy_in_callback_of); *nready (the iface's count of completions ready,
+ * a Go atomic) drops by one before each. A callback may call back into Go:
+ * ready and nready are Go memory holding no Go pointers, used only during
+ * this call. */
+void cucopy_complete_batch(const cucopy_ready_t *ready, int n, uint64_t iface_serial,
+                           int64_t *nready);
 
 /* 1 when this thread is inside a completion callback of the iface with
  * this serial (at any depth of nested callbacks), else 0. */

@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cucopy/cucopy/core"
@@ -151,8 +152,9 @@ func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 		// locks: a callback may call back into the library. One C call
 		// runs a whole batch.
 		serial := C.uint64_t(iface.Serial())
-		iface.RunCallbackBatches(func(batch []core.ReadyComp) {
-			C.cucopy_complete_batch((*C.cucopy_ready_t)(unsafe.Pointer(&batch[0])), C.int(len(batch)), serial)
+		iface.RunCallbackBatches(func(batch []core.ReadyComp, ready *atomic.Int64) {
+			C.cucopy_complete_batch((*C.cucopy_ready_t)(unsafe.Pointer(&batch[0])), C.int(len(batch)), serial,
+				(*C.int64_t)(unsafe.Pointer(ready)))
 		})
 		return C.int(n)
 	})

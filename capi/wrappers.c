@@ -113,10 +113,13 @@ static void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_seri
     }
 }
 
-void cucopy_complete_batch(const cucopy_ready_t *ready, int n, uint64_t iface_serial)
+void cucopy_complete_batch(const cucopy_ready_t *ready, int n, uint64_t iface_serial,
+                           int64_t *nready)
 {
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n; k++) {
+        __atomic_sub_fetch(nready, 1, __ATOMIC_SEQ_CST); /* as Go's nready.Add(-1) */
         cucopy_complete(ready[k].comp, ready[k].status, iface_serial);
+    }
 }
 
 int cucopy_in_callback_of(uint64_t iface_serial)

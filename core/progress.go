@@ -4,6 +4,7 @@ package core
 
 import (
 	"runtime"
+	"sync/atomic"
 
 	"github.com/cucopy/cucopy/cudadrv"
 )
@@ -294,8 +295,9 @@ func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
 	if i.nready.Load() == 0 {
 		return
 	}
-	i.RunCallbackBatches(func(batch []ReadyComp) {
+	i.RunCallbackBatches(func(batch []ReadyComp, ready *atomic.Int64) {
 		for _, rc := range batch {
+			ready.Add(-1)
 			run(rc.Comp, rc.Status)
 		}
 	})
@@ -303,15 +305,19 @@ func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
 
 // RunCallbackBatches runs every completion made ready (by progress, or by
 // a release or a reset), oldest first: run gets them in batches and runs
-// each batch's callbacks one at a time, in order, and returns when they
-// all returned (capi: one C call per batch). On a multi-thread iface one
+// each batch's callbacks one at a time, in order, taking one from ready
+// (the iface's count of completions ready and not yet run, an atomic that
+// capi's C loop decrements with C atomics) before each callback, and
+// returns when they all returned (capi: one C call per batch). So a
+// callback sees the completions behind it in the batch as ready (event arm
+// answers BUSY), and a flush sees them one way or the other. On a multi-thread iface one
 // thread at a time does, so that they run one at a time and in the order
 // the operations completed; a thread that finds another one running them
 // leaves them to it. A callback may call back in: a progress it calls
 // leaves the completions it readies to this loop (its next batch). A
 // batch's completions count as running (nrunning) until run returns: a
 // flush from another thread meanwhile waits for all of them.
-func (i *Iface) RunCallbackBatches(run func(batch []ReadyComp)) {
+func (i *Iface) RunCallbackBatches(run func(batch []ReadyComp, ready *atomic.Int64)) {
 	if i.nready.Load() == 0 {
 		return
 	}
@@ -334,7 +340,7 @@ func (i *Iface) RunCallbackBatches(run func(batch []ReadyComp)) {
 
 // runBatches is RunCallbackBatches' loop, for the one thread running
 // callbacks.
-func (i *Iface) runBatches(run func(batch []ReadyComp)) {
+func (i *Iface) runBatches(run func(batch []ReadyComp, ready *atomic.Int64)) {
 	for {
 		// Take the whole list in one go; the spare one collects new ones.
 		i.readyMu.lock()
@@ -346,9 +352,8 @@ func (i *Iface) runBatches(run func(batch []ReadyComp)) {
 			return
 		}
 		n := int64(len(batch))
-		i.nrunning.Add(n) // before nready drops: a flush sees them one way or the other
-		i.nready.Add(-n)
-		run(batch)
+		i.nrunning.Add(n) // before nready drops (in run): a flush sees them one way or the other
+		run(batch, &i.nready)
 		i.nrunning.Add(-n)
 		clear(batch)
 		i.batch = batch[:0]
