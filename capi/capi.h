@@ -15,10 +15,22 @@
 /* Store the thread's last-error message (copied, truncated to fit). */
 void cucopy_set_last_error(const char *msg, size_t len);
 
-/* Account one finished operation on a cucopy_completion_t and run its
- * callback when the count reaches zero, recording iface_serial as an iface
- * whose callback the thread runs meanwhile (cucopy_in_callback_of). */
-void cucopy_complete(uintptr_t comp, int status, uint64_t iface_serial);
+/* A completion to run and its status (core.ReadyComp). */
+typedef struct cucopy_ready {
+    uintptr_t comp; /* cucopy_completion_t * */
+    int32_t status;
+    int32_t pad;
+} cucopy_ready_t;
+
+/* Account each finished operation of ready[0..n) on its cucopy_completion_t
+ * and run its callback when the count reaches zero, in order, recording
+ * iface_serial as an iface whose callback the thread runs meanwhile
+ * (cucopy_in_callback_of); *nready (the iface's count of completions ready,
+ * a Go atomic) drops by one before each. A callback may call back into Go:
+ * ready and nready are Go memory holding no Go pointers, used only during
+ * this call. */
+void cucopy_complete_batch(const cucopy_ready_t *ready, int n, uint64_t iface_serial,
+                           int64_t *nready);
 
 /* 1 when this thread is inside a completion callback of the iface with
  * this serial (at any depth of nested callbacks), else 0. */

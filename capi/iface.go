@@ -12,12 +12,20 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cucopy/cucopy/core"
 )
 
 var ifaces = newHandleTable[core.Iface]("iface", 4096)
+
+// cucopy_ready_t is core.ReadyComp, byte for byte (each line compiles only
+// when its two sides are equal).
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(core.ReadyComp{})-C.sizeof_cucopy_ready_t]
+	_ = [1]struct{}{}[unsafe.Offsetof(core.ReadyComp{}.Status)-unsafe.Offsetof(C.cucopy_ready_t{}.status)]
+)
 
 const (
 	ifaceParamsKnown = C.CUCOPY_IFACE_PARAM_THREAD_MODE | C.CUCOPY_IFACE_PARAM_MAX_POLL | C.CUCOPY_IFACE_PARAM_MAX_EVENTS
@@ -141,10 +149,12 @@ func cucopyGoIfaceProgress(h C.uint64_t) C.int {
 			return fail(err)
 		}
 		// Completions run one at a time, in order, outside the iface's
-		// locks: a callback may call back into the library.
+		// locks: a callback may call back into the library. One C call
+		// runs a whole batch.
 		serial := C.uint64_t(iface.Serial())
-		iface.RunCallbacks(func(comp uintptr, st core.Status) {
-			C.cucopy_complete(C.uintptr_t(comp), C.int(st), serial)
+		iface.RunCallbackBatches(func(batch []core.ReadyComp, ready *atomic.Int64) {
+			C.cucopy_complete_batch((*C.cucopy_ready_t)(unsafe.Pointer(&batch[0])), C.int(len(batch)), serial,
+				(*C.int64_t)(unsafe.Pointer(ready)))
 		})
 		return C.int(n)
 	})

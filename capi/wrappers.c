@@ -46,10 +46,28 @@ static cucopy_status_t refuse_forked(const char *op)
     return CUCOPY_ERR_FORKED;
 }
 
+/* The test build (capi/testhooks.go: -DCUCOPY_TESTHOOKS) counts the calls
+ * into Go, for tests/c/test_crossings: cucopy_test_crossings reads them with
+ * the process's Go-to-C calls. The release library has neither. */
+#ifdef CUCOPY_TESTHOOKS
+static uint64_t c_to_go_calls;
+#define COUNT_C_TO_GO() __atomic_add_fetch(&c_to_go_calls, 1, __ATOMIC_RELAXED)
+
+void cucopy_test_crossings(uint64_t *c_to_go, uint64_t *go_to_c)
+{
+    *c_to_go = __atomic_load_n(&c_to_go_calls, __ATOMIC_RELAXED);
+    *go_to_c = cucopyGoTestGoToCCalls(); /* not counted: the reader's own crossing */
+}
+#else
+#define COUNT_C_TO_GO() ((void)0)
+#endif
+
+/* Every wrapper that calls into Go starts with GUARD. */
 #define GUARD(op)                                                                      \
     do {                                                                               \
         if (forked)                                                                    \
             return refuse_forked(op);                                                  \
+        COUNT_C_TO_GO();                                                               \
     } while (0)
 
 /* A handle as Go's tables know it: the opaque pointer's bits are the table
@@ -81,7 +99,7 @@ static cucopy_status_t refuse_forked(const char *op)
 static __thread uint64_t running_ifaces[RUNNING_MAX];
 static __thread int running_depth;
 
-void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_serial)
+static void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_serial)
 {
     cucopy_completion_t *comp = (cucopy_completion_t *)comp_addr;
     if (status < 0 && comp->status == CUCOPY_OK)
@@ -92,6 +110,15 @@ void cucopy_complete(uintptr_t comp_addr, int status, uint64_t iface_serial)
         running_depth++;
         comp->func(comp);
         running_depth--;
+    }
+}
+
+void cucopy_complete_batch(const cucopy_ready_t *ready, int n, uint64_t iface_serial,
+                           int64_t *nready)
+{
+    for (int k = 0; k < n; k++) {
+        __atomic_sub_fetch(nready, 1, __ATOMIC_SEQ_CST); /* as Go's nready.Add(-1) */
+        cucopy_complete(ready[k].comp, ready[k].status, iface_serial);
     }
 }
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # Writes the linker version script of libcucopy from the public header.
-#   cmake -DHEADER=include/cucopy.h -DOUT=build/cucopy.map -P gen_export_map.cmake
+#   cmake -DHEADER=include/cucopy.h -DOUT=build/cucopy.map [-DEXTRA=name;...] -P gen_export_map.cmake
 # Result: CUCOPY_0 { global: cucopy_a; cucopy_b; ... local: *; };
+# EXTRA names more symbols (the test build's hooks, never the release library's).
 # The file is rewritten only when its content changes, so an edit of a comment
 # in the header does not relink the library.
 cmake_minimum_required(VERSION 3.20)
@@ -11,6 +12,7 @@ if(NOT HEADER OR NOT OUT)
 endif()
 include("${CMAKE_CURRENT_LIST_DIR}/CucopyHeaderApi.cmake")
 cucopy_header_api("${HEADER}" _names)
+list(APPEND _names ${EXTRA})
 
 set(_map "/* Generated from include/cucopy.h by cmake/gen_export_map.cmake. Do not edit. */\n")
 string(APPEND _map "CUCOPY_0 {\n  global:\n")

@@ -26,13 +26,6 @@ func resultIs(err error, code uint32) bool {
 	return r != nil && r.Code == code
 }
 
-// leavingFailed reports whether a driver error came from leaving a context
-// (cuCtxPopCurrent) rather than from the operation itself.
-func leavingFailed(err error) bool {
-	r := driverResult(err)
-	return r != nil && r.Entry == cudadrv.EntryCtxPopCurrent
-}
-
 // queryFailed reports a failed cuEventQuery: the piece it asked about
 // failed, and progress reports it on that piece's operation.
 func queryFailed(err error) bool {

@@ -424,8 +424,9 @@ func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool, run [
 	defer i.unlockSlot(s)
 	r := &i.res[s]
 	q := &r.queues[req.Kind]
-	q.push(req.Event, op)
+	q.push(req.Event, op, req.Detached != 0)
 	req.ReuseSeq = q.issued
+	i.slots[s].Issued[req.Kind] = q.issued // joins need the newest entry (cudadrv.CopyReuse)
 	// A detached piece took the event while it copied without the lock,
 	// and another copy may have had the slot refilled since.
 	if i.slots[s].Event == req.Event {

@@ -25,8 +25,9 @@ func cgoCalls() uint64 {
 // The per-operation hot path, measured on the real cudadrv binding and a C
 // driver (the fake one from the build tree, or $CUCOPY_CUDA_DRIVER): once a
 // context's resources exist, a zcopy or short copy is exactly one cgo
-// crossing (so is a zcopy whose iov is one run), and issuing plus
-// progressing to completion allocates nothing, in both thread modes.
+// crossing (so is a zcopy whose iov is one run), a progress call is one
+// for all slots and queues, and issuing plus progressing to completion
+// allocates nothing, in both thread modes.
 func TestHotPathOneCrossingNoAllocation(t *testing.T) {
 	t.Run("single", func(t *testing.T) { testHotPath(t, core.ThreadSingle) })
 	t.Run("multi", func(t *testing.T) { testHotPath(t, core.ThreadMulti) })
@@ -41,7 +42,7 @@ func testHotPath(t *testing.T, mode core.ThreadMode) {
 	require.NoError(t, err)
 	ctx, err := core.NewContext(drv, cfg)
 	require.NoError(t, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: mode, MaxPoll: 16, MaxEvents: 64})
+	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: mode, MaxPoll: 16, MaxEvents: 64, Lanes: 2})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, iface.Close()) }()
 	ep, err := iface.NewEp()
@@ -75,6 +76,43 @@ func testHotPath(t *testing.T, mode core.ThreadMode) {
 	issue()
 	assert.Equal(t, uint64(1), cgoCalls()-before, "cgo crossings per zcopy")
 	drain()
+	// Progress asks about every slot in one crossing: with pieces in
+	// flight on four queues (two directions, two lanes' slots on a
+	// multi-thread iface), each progress call is one crossing.
+	eps := []*core.Ep{ep}
+	if mode == core.ThreadMulti {
+		other, err := iface.NewEp() // the next lane: another slot of the context
+		require.NoError(t, err)
+		eps = append(eps, other)
+	}
+	for _, e := range eps { // make the D2H streams and events
+		st, err := e.Zcopy(false, iov, dev, 0)
+		require.NoError(t, err)
+		require.Equal(t, core.InProgress, st)
+		st, err = e.Zcopy(true, iov, dev, 0)
+		require.NoError(t, err)
+		require.Equal(t, core.InProgress, st)
+	}
+	for left := 2 * len(eps); left > 0; {
+		n, err := iface.Progress()
+		require.NoError(t, err)
+		left -= n
+	}
+	for _, e := range eps {
+		for k := 0; k < 4; k++ {
+			st, err := e.Zcopy(k%2 == 0, iov, dev, 0)
+			require.NoError(t, err)
+			require.Equal(t, core.InProgress, st)
+		}
+	}
+	calls := uint64(0)
+	before = cgoCalls()
+	for left := 4 * len(eps); left > 0; calls++ {
+		n, err := iface.Progress()
+		require.NoError(t, err)
+		left -= n
+	}
+	assert.Equal(t, calls, cgoCalls()-before, "cgo crossings per progress call (%d calls)", calls)
 	before = cgoCalls()
 	require.NoError(t, ep.Short(true, buf, 8, dev))
 	assert.Equal(t, uint64(1), cgoCalls()-before, "cgo crossings per short copy")

@@ -73,14 +73,15 @@ type Iface struct {
 	// never move: a copy reads slots[:nslots] while another thread adds one.
 	slots   []cudadrv.Slot
 	res     []ctxResources
+	pq      []cudadrv.SlotQuery // per slot, what progress asks the driver layer; the claim's holder's
 	nslots  atomic.Int32
 	primary []cudadrv.Context // per device: a primary context we retained, or 0 (cudadrv.StorePrimary)
 
 	completed atomic.Int64 // operations whose last piece finished since the last Progress
-	ready     []readyComp  // completions to run, oldest first; under readyMu
+	ready     []ReadyComp  // completions to run, oldest first; under readyMu
 	nready    atomic.Int64 // completions made ready and not yet run
 	nrunning  atomic.Int64 // callbacks running now (RunCallbacks)
-	batch     []readyComp  // what RunCallbacks is running; the cbMu holder's
+	batch     []ReadyComp  // what RunCallbackBatches is running; the cbMu holder's
 	cbRunning bool         // single-thread: RunCallbacks is running (a callback called progress)
 	flushes   []flushReq   // under flushMu
 	nflushes  atomic.Int32 // len(flushes)
@@ -140,6 +141,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		multi:   p.ThreadMode == ThreadMulti,
 		slots:   make([]cudadrv.Slot, MaxSlots),
 		res:     make([]ctxResources, MaxSlots),
+		pq:      make([]cudadrv.SlotQuery, MaxSlots),
 		primary: make([]cudadrv.Context, c.devices),
 		fd:      -1,
 		serial:  ifaceSerials.Add(1),

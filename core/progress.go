@@ -4,15 +4,17 @@ package core
 
 import (
 	"runtime"
+	"sync/atomic"
 
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
-// The completing half of the data path, top to bottom: Progress claims
-// each slot's queues in turn; poll asks the driver layer, per queue, how
-// many leading pieces finished (querySegments, then QueryEvents: one cgo
-// crossing per non-empty queue, nothing held meanwhile); popFinished pops
-// them, gives their events back and counts their operations down
+// The completing half of the data path, top to bottom: Progress claims the
+// slots it can and collects, per queue of each, the leading events to ask
+// about (collect, under the slot's lock); one call of the driver layer
+// answers them all (QuerySlots: one cgo crossing per progress call,
+// nothing held meanwhile); finish then pops, per slot, what finished
+// (popFinished), gives the events back and counts their operations down
 // (operation.go); an operation's last piece makes its completion ready
 // (readyBatch); RunCallbacks then runs the ready completions, one at a
 // time and in order, outside every lock.
@@ -27,13 +29,23 @@ func (i *Iface) Progress() (int, error) {
 	if i.closed.Load() {
 		return 0, errorf(ErrHandle, "iface_progress", "iface is closed")
 	}
+	// The claimed slots with events to ask about, linked through pq (each
+	// entry is its claim's holder's) and ordered by context handle: the
+	// driver layer enters each context once (a context's lanes are several
+	// slots). Slots come in table order, mostly in context order already.
+	first, last := int32(-1), int32(-1)
 	for s := range int(i.nslots.Load()) {
 		if !i.tryClaim(s) {
 			continue
 		}
-		if inc, ended := i.poll(s); ended {
-			i.dropEnded(s, inc)
+		if !i.collect(s) {
+			i.unclaim(s)
+			continue
 		}
+		i.link(&first, &last, int32(s))
+	}
+	if first >= 0 {
+		i.answer(first)
 	}
 	i.completeFlushes()
 	return int(i.completed.Swap(0)), nil
@@ -60,77 +72,121 @@ func (i *Iface) unclaim(s int) {
 	}
 }
 
-// poll completes the finished pieces of slot s, which the caller claimed;
-// it gives the claim back (also if it panics: capi recovers panics, and a
-// claim or slot lock left set would hang every later call). The slot's lock
-// is taken twice, around the driver's queries, not during them. ended says
-// that the slot's incarnation inc ended: the caller drops the slot.
-func (i *Iface) poll(s int) (inc cudadrv.Incarnation, ended bool) {
-	defer i.unclaim(s)
-	segs, n := i.querySegments(s)
-	if n == 0 {
-		return inc, false
-	}
-	// Without the lock, the segments stay valid (only the claim's holder
-	// pops; a push writes past the queued pieces or into a new ring), and
-	// so does the incarnation (it changes only under the claim).
-	inc = i.incarnation(s)
-	var done [cudadrv.NumAsyncKinds]int
-	var errs [cudadrv.NumAsyncKinds]error
-	for k, seg := range segs {
-		if len(seg) == 0 {
-			continue
+// link puts slot s into the list (first, last) of slots to query, after
+// the last one of a context handle not above its own.
+func (i *Iface) link(first, last *int32, s int32) {
+	ctx := i.pq[s].Inc.Ctx
+	i.pq[s].Next = -1
+	switch {
+	case *first < 0:
+		*first, *last = s, s
+	case i.pq[*last].Inc.Ctx <= ctx:
+		i.pq[*last].Next, *last = s, s
+	case i.pq[*first].Inc.Ctx > ctx:
+		i.pq[s].Next, *first = *first, s
+	default:
+		p := *first
+		for i.pq[i.pq[p].Next].Inc.Ctx <= ctx {
+			p = i.pq[p].Next
 		}
-		done[k], errs[k] = i.drv.QueryEvents(inc, seg)
-		if errs[k] == cudadrv.ErrContextGone {
-			return inc, true
-		}
+		i.pq[s].Next, i.pq[p].Next = i.pq[p].Next, s
 	}
-	dev, id := i.popFinished(s, &done, &errs)
-	for k, err := range errs {
-		switch {
-		case err == nil:
-		case leavingFailed(err):
-			// The events were counted correctly; only leaving the context
-			// failed.
-			logf(LogWarn, "progress on device %d (context id %d): %v", dev, id, err)
-		default:
-			logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
-				dev, id, cudadrv.KindName(k), err)
-		}
-	}
-	return inc, false
 }
 
-// querySegments is, per queue of slot s, the leading events progress asks
-// the driver about, and their number; 0 also when a copy holds the slot's
-// lock (progress looks again next time rather than wait: the issuer comes
-// back to progress).
-func (i *Iface) querySegments(s int) (segs [cudadrv.NumAsyncKinds][]cudadrv.Event, n int) {
+// answer asks the driver layer about the list of slots from first, which
+// the caller claimed and collected, and finishes each; every claim is given
+// back, also if it panics (capi recovers panics, and a claim left set would
+// hang every later call).
+func (i *Iface) answer(first int32) {
+	next := first
+	defer func() {
+		for ; next >= 0; next = i.pq[next].Next {
+			i.unclaim(int(next))
+		}
+	}()
+	if err := i.drv.QuerySlots(i.pq, first); err != nil {
+		// The events were counted correctly; only restoring the caller's
+		// context failed.
+		logf(LogWarn, "progress: restoring the calling thread's CUDA context: %v", err)
+	}
+	for next >= 0 {
+		s := int(next)
+		ended := i.finish(s)
+		next = i.pq[s].Next
+		inc := i.pq[s].Inc
+		i.unclaim(s)
+		if ended {
+			i.dropEnded(s, inc)
+		}
+	}
+}
+
+// collect fills slot s's query (pq[s]) with, per queue, the leading events
+// progress asks the driver about, and says whether there is any; none also
+// when a copy holds the slot's lock (progress looks again next time rather
+// than wait: the issuer comes back to progress). Under the claim.
+func (i *Iface) collect(s int) bool {
 	if i.multi && !i.slots[s].TryLock() {
-		return segs, 0
+		return false
 	}
 	defer i.unlockSlot(s)
 	r := &i.res[s]
 	if r.dead {
-		return segs, 0
+		return false
 	}
+	sq := &i.pq[s]
+	n := 0
 	for k := range r.queues {
 		q := &r.queues[k]
-		segs[k] = q.segment(int(i.params.MaxPoll))
-		n += len(segs[k])
+		seg, detached := q.segment(int(i.params.MaxPoll))
+		qq := &sq.Queue[k]
+		qq.N, qq.Flags, qq.Events = int32(len(seg)), 0, nil
+		if len(seg) > 0 {
+			qq.Events = &seg[0]
+		}
+		if detached {
+			qq.Flags = cudadrv.QueryInOrder
+		}
+		n += len(seg)
 		// Until they are popped, these pieces' events are not re-recorded
 		// by a later piece of their operation (cudadrv.CopyReuse): the
 		// driver's answer must stay true.
-		i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(segs[k])))
+		i.slots[s].Queried[k] = max(i.slots[s].Queried[k], q.done+uint64(len(seg)))
 	}
-	return segs, n
+	if n == 0 {
+		return false
+	}
+	// Without the lock, the segments stay valid (only the claim's holder
+	// pops; a push writes past the queued pieces or into a new ring, and
+	// keeps the old one until popFinished), and so does the incarnation
+	// (it changes only under the claim).
+	sq.Inc = i.incarnation(s)
+	return true
 }
 
-// popFinished pops what the driver reported finished (done) or failed
-// (errs, a failed query fails the head piece) from slot s's queues, and
-// returns the slot's device and context id for messages.
-func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cudadrv.NumAsyncKinds]error) (int, uint64) {
+// finish pops what the driver layer answered for slot s (pq[s]), and logs
+// what failed; ended says the slot's incarnation ended: the caller drops
+// the slot. Under the claim.
+func (i *Iface) finish(s int) (ended bool) {
+	sq := &i.pq[s]
+	if sq.Gone != 0 {
+		return true
+	}
+	dev, id := i.popFinished(s, sq)
+	for k := range sq.Queue {
+		if err := i.drv.Error(sq.Queue[k].Err); err != nil {
+			logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
+				dev, id, cudadrv.KindName(k), err)
+		}
+	}
+	return false
+}
+
+// popFinished pops what the driver reported finished (Done) or failed
+// (Err: a failed query, or a context that could not be entered, fails the
+// head piece) from slot s's queues, and returns the slot's device and
+// context id for messages.
+func (i *Iface) popFinished(s int, sq *cudadrv.SlotQuery) (int, uint64) {
 	var b readyBatch
 	i.lockSlot(s)
 	defer i.unlockSlot(s)
@@ -138,10 +194,11 @@ func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cuda
 	r := &i.res[s]
 	for k := range r.queues {
 		q := &r.queues[k]
-		for j := 0; j < done[k]; j++ {
+		qq := &sq.Queue[k]
+		for j := int32(0); j < qq.Done; j++ {
 			i.popPiece(s, q, OK, &b)
 		}
-		if errs[k] != nil && !leavingFailed(errs[k]) {
+		if qq.Err.Result != 0 && qq.Done < qq.N {
 			// The head piece's query failed (e.g. a sticky error in this
 			// context) or its context cannot be entered: fail that piece;
 			// the other contexts go on.
@@ -150,6 +207,9 @@ func (i *Iface) popFinished(s int, done *[cudadrv.NumAsyncKinds]int, errs *[cuda
 		// The pieces still queued may be joined again: the next query
 		// raises Queried first (only the claim's holder queries).
 		i.slots[s].Queried[k] = q.done
+		if len(q.retired) > 0 {
+			q.freeRetired() // the query that might read them is over
+		}
 	}
 	return r.device, r.id
 }
@@ -174,17 +234,19 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 	i.res[s].free = append(i.res[s].free, ev)
 }
 
-// readyComp is a completion to run and the status it gets.
-type readyComp struct {
-	comp   uintptr
-	status Status
+// ReadyComp is a completion to run and the status it gets; capi hands a
+// batch of them to C as an array (its layout is checked there).
+type ReadyComp struct {
+	Comp   uintptr
+	Status Status
+	_      int32
 }
 
 // readyBatch collects the operations one poll completes, so that they are
 // counted and made ready under one lock, in order.
 type readyBatch struct {
 	n, completed int
-	comps        [64]readyComp
+	comps        [64]ReadyComp
 }
 
 func (b *readyBatch) add(i *Iface, op *operation) {
@@ -194,7 +256,7 @@ func (b *readyBatch) add(i *Iface, op *operation) {
 			if b.n == len(b.comps) {
 				b.publish(i)
 			}
-			b.comps[b.n] = readyComp{comp: op.comp, status: Status(op.status.Load())}
+			b.comps[b.n] = ReadyComp{Comp: op.comp, Status: Status(op.status.Load())}
 			b.n++
 		}
 	}
@@ -221,18 +283,41 @@ func (b *readyBatch) publish(i *Iface) {
 // makeReady queues one completion for RunCallbacks.
 func (i *Iface) makeReady(comp uintptr, st Status) {
 	i.readyMu.lock()
-	i.ready = append(i.ready, readyComp{comp: comp, status: st})
+	i.ready = append(i.ready, ReadyComp{Comp: comp, Status: st})
 	i.nready.Add(1)
 	i.readyMu.unlock()
 }
 
 // RunCallbacks runs every completion made ready (by progress, or by a
-// release or a reset), oldest first, with run. On a multi-thread iface one
+// release or a reset), oldest first, with run, one at a time; see
+// RunCallbackBatches.
+func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
+	if i.nready.Load() == 0 {
+		return
+	}
+	i.RunCallbackBatches(func(batch []ReadyComp, ready *atomic.Int64) {
+		for _, rc := range batch {
+			ready.Add(-1)
+			run(rc.Comp, rc.Status)
+		}
+	})
+}
+
+// RunCallbackBatches runs every completion made ready (by progress, or by
+// a release or a reset), oldest first: run gets them in batches and runs
+// each batch's callbacks one at a time, in order, taking one from ready
+// (the iface's count of completions ready and not yet run, an atomic that
+// capi's C loop decrements with C atomics) before each callback, and
+// returns when they all returned (capi: one C call per batch). So a
+// callback sees the completions behind it in the batch as ready (event arm
+// answers BUSY), and a flush sees them one way or the other. On a multi-thread iface one
 // thread at a time does, so that they run one at a time and in the order
 // the operations completed; a thread that finds another one running them
 // leaves them to it. A callback may call back in: a progress it calls
-// leaves the completions it readies to this loop.
-func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
+// leaves the completions it readies to this loop (its next batch). A
+// batch's completions count as running (nrunning) until run returns: a
+// flush from another thread meanwhile waits for all of them.
+func (i *Iface) RunCallbackBatches(run func(batch []ReadyComp, ready *atomic.Int64)) {
 	if i.nready.Load() == 0 {
 		return
 	}
@@ -253,8 +338,9 @@ func (i *Iface) RunCallbacks(run func(comp uintptr, st Status)) {
 	}
 }
 
-// runBatches is RunCallbacks' loop, for the one thread running callbacks.
-func (i *Iface) runBatches(run func(comp uintptr, st Status)) {
+// runBatches is RunCallbackBatches' loop, for the one thread running
+// callbacks.
+func (i *Iface) runBatches(run func(batch []ReadyComp, ready *atomic.Int64)) {
 	for {
 		// Take the whole list in one go; the spare one collects new ones.
 		i.readyMu.lock()
@@ -265,13 +351,11 @@ func (i *Iface) runBatches(run func(comp uintptr, st Status)) {
 			i.batch = batch
 			return
 		}
-		for k, rc := range batch {
-			batch[k] = readyComp{}
-			i.nrunning.Add(1) // before nready drops: a flush sees it one way or the other
-			i.nready.Add(-1)
-			run(rc.comp, rc.status)
-			i.nrunning.Add(-1)
-		}
+		n := int64(len(batch))
+		i.nrunning.Add(n) // before nready drops (in run): a flush sees them one way or the other
+		run(batch, &i.nready)
+		i.nrunning.Add(-n)
+		clear(batch)
 		i.batch = batch[:0]
 	}
 }

@@ -4,8 +4,13 @@ package core
 
 import "github.com/cucopy/cucopy/cudadrv"
 
-// eventQueue is a FIFO of zcopy pieces on one stream, each with its event
-// and its operation: two rings of the same capacity, grown by doubling.
+// eventQueue is a FIFO of zcopy pieces on one stream, each with its event,
+// its operation and whether it was booked detached: three rings of the same
+// capacity, grown by doubling. The events' ring is C memory
+// (cudadrv.NewEventRing), which the driver layer reads during one progress
+// call for all slots (cudadrv.Interface.QuerySlots) without the slot's
+// lock: a ring outgrown meanwhile is kept (retired) until the claim's
+// holder frees it (freeRetired), when no query reads it; emptied frees all.
 // Issuers push under the slot's lock (ep.go); only the holder of the
 // slot's claim pops (progress.go, slots.go). A piece's sequence number is
 // issued after its push; the counters never go back, not even when the
@@ -13,36 +18,62 @@ import "github.com/cucopy/cucopy/cudadrv"
 type eventQueue struct {
 	events       []cudadrv.Event
 	ops          []*operation
+	detached     []bool // recorded without the slot's lock (ep.go, queuePiece): maybe before an earlier entry
+	retired      [][]cudadrv.Event
 	head, count  int
 	issued, done uint64 // pieces pushed and popped so far
 }
 
-func (q *eventQueue) push(ev cudadrv.Event, op *operation) {
+func (q *eventQueue) push(ev cudadrv.Event, op *operation, detached bool) {
 	if q.count == len(q.events) {
 		n := 2 * len(q.events)
 		if n == 0 {
 			n = 16
 		}
-		events := make([]cudadrv.Event, n)
+		events := cudadrv.NewEventRing(n)
 		ops := make([]*operation, n)
+		det := make([]bool, n)
 		for j := 0; j < q.count; j++ {
-			events[j] = q.events[(q.head+j)%len(q.events)]
-			ops[j] = q.ops[(q.head+j)%len(q.ops)]
+			k := (q.head + j) % len(q.events)
+			events[j], ops[j], det[j] = q.events[k], q.ops[k], q.detached[k]
 		}
-		q.events, q.ops, q.head = events, ops, 0
+		if q.events != nil {
+			q.retired = append(q.retired, q.events)
+		}
+		q.events, q.ops, q.detached, q.head = events, ops, det, 0
 	}
 	tail := (q.head + q.count) % len(q.events)
 	q.events[tail] = ev
 	q.ops[tail] = op
+	q.detached[tail] = detached
 	q.count++
 	q.issued++
 }
 
+// freeRetired frees the rings the queue outgrew; by the holder of the
+// slot's claim, under the slot's lock.
+func (q *eventQueue) freeRetired() {
+	for k, r := range q.retired {
+		cudadrv.FreeEventRing(r)
+		q.retired[k] = nil
+	}
+	q.retired = q.retired[:0]
+}
+
+// emptied is the queue of a retired slot: no ring, its counters kept.
+// Under the claim.
+func (q *eventQueue) emptied() eventQueue {
+	q.freeRetired()
+	cudadrv.FreeEventRing(q.events)
+	return eventQueue{issued: q.issued, done: q.done}
+}
+
 // segment is the longest run of queued events, oldest first, that is
-// contiguous in the ring, capped at max.
-func (q *eventQueue) segment(max int) []cudadrv.Event {
+// contiguous in the ring, capped at max, and whether its newest entry was
+// booked detached.
+func (q *eventQueue) segment(max int) ([]cudadrv.Event, bool) {
 	n := min(q.count, len(q.events)-q.head, max)
-	return q.events[q.head : q.head+n]
+	return q.events[q.head : q.head+n], n > 0 && q.detached[q.head+n-1]
 }
 
 // headEvent is the oldest queued piece's event, 0 when the queue is empty.

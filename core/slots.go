@@ -445,7 +445,7 @@ func (i *Iface) retireSlot(s int, how IncarnationState) {
 	r.ctx, r.id, r.ownsPrimary, r.dead = 0, 0, false, true
 	r.events, r.free = 0, nil
 	for k := range r.queues {
-		r.queues[k] = eventQueue{issued: r.queues[k].issued, done: r.queues[k].done}
+		r.queues[k] = r.queues[k].emptied()
 	}
 	i.unlockSlot(s)
 	i.completeFlushes()

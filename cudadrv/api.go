@@ -20,6 +20,11 @@
 // loaded with dlopen (not the driver: no entry point of the table).
 package cudadrv
 
+/*
+#include "cd_shim.h"
+*/
+import "C"
+
 import "errors"
 
 // Context, Stream and Event are driver handles (CUcontext, CUstream,
@@ -47,6 +52,34 @@ type Incarnation struct {
 	_             int32
 }
 
+// QueueQuery is one queue's segment for QuerySlots (struct cd_queue_query):
+// its leading events, oldest first, in a ring from NewEventRing (C memory,
+// which the C side may read during the call). Every entry of a queue is
+// last recorded after every earlier one's (docs/design.md), except that the
+// newest entry of a segment may be a detached piece (QueryInOrder): stream
+// order then lets a query of the segment's newest event answer for all of
+// it.
+type QueueQuery struct {
+	Events *Event
+	N      int32
+	Flags  int32 // QueryInOrder
+	Done   int32 // out
+	_      int32
+	Err    CallError // out
+}
+
+// QueryInOrder: the segment's newest event may have been recorded before
+// an earlier entry's; query in order only.
+const QueryInOrder = C.CD_QUERY_IN_ORDER
+
+// SlotQuery is one slot's queues for QuerySlots (struct cd_slot_query).
+type SlotQuery struct {
+	Inc   Incarnation
+	Next  int32 // the next slot's index, -1 after the last
+	Gone  int32 // out
+	Queue [NumAsyncKinds]QueueQuery
+}
+
 // ErrContextGone reports an incarnation that ended: nothing was called on it.
 var ErrContextGone = errors.New("the CUDA context was reset or the driver deinitialized")
 
@@ -67,7 +100,7 @@ type Interface interface {
 	// HasCtxID says whether cuCtxGetId exists (CUDA >= 12); without it,
 	// contexts are keyed by handle.
 	HasCtxID() bool
-	// Error turns a CallError from Copy, QueryEvents or Arm into a *Result.
+	// Error turns a CallError from Copy, QuerySlots or Arm into a *Result.
 	Error(e CallError) error
 
 	DeviceCount() (int, error)
@@ -119,13 +152,19 @@ type Interface interface {
 	// handle (PrimaryDevice is left -1: the caller knows the primary
 	// contexts).
 	Describe(ptr uint64) (MemDesc, error)
-	// QueryEvents queries events in order (with the context current) and
-	// returns how many leading ones completed; err is set when a query
-	// failed, ErrContextGone when the incarnation ended (nothing queried).
-	QueryEvents(inc Incarnation, events []Event) (done int, err error)
+	// QuerySlots answers, in one call, the queries of one progress call:
+	// for each slot of the list slots[first], slots[slots[first].Next], ...
+	// (-1 ends it), whether its incarnation ended (Gone: nothing queried),
+	// else per queue how many leading events of its segment completed
+	// (Done) and the query that failed (Err, also when the context could
+	// not be entered); every query runs with the slot's context current.
+	// The slots of one context should follow each other in the list: the
+	// context is entered once for them. The error is the failed restore of
+	// the caller's context at the end (the answers stand).
+	QuerySlots(slots []SlotQuery, first int32) error
 	// Arm returns busy when head already completed; otherwise it makes the
 	// driver write to fd once stream reaches its current end.
-	// ErrContextGone as for QueryEvents.
+	// ErrContextGone when the incarnation ended (nothing called).
 	Arm(inc Incarnation, stream Stream, head Event, fd int) (busy bool, err error)
 	// Gone reports whether the incarnation ended (see Incarnation).
 	Gone(inc Incarnation) bool

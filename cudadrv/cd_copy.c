@@ -346,9 +346,11 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     /* A zcopy whose enqueue may block detaches (copy.go, step 8): it never
      * joins (progress may query that entry meanwhile) and takes the event. */
     int detach = *locked && !sync && run->blocking;
-    /* Join only while progress has not queried that entry (copy.go, step 7). */
+    /* Join only the newest entry of the queue, while progress has not queried
+     * it (copy.go, step 7). */
     int joined = !sync && !detach && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&
-                 op->reuse_kind == op->kind && op->reuse_seq > slot->queried[op->kind];
+                 op->reuse_kind == op->kind && op->reuse_seq > slot->queried[op->kind] &&
+                 op->reuse_seq == slot->issued[op->kind];
     cdEvent event = joined ? (cdEvent)op->reuse_event : (cdEvent)slot->event;
     if (!sync && event == NULL)
         return CD_COPY_NEED_EVENT;

@@ -84,6 +84,7 @@ typedef struct cd_slot {
     int32_t lane;  /* multi-thread ifaces: one slot per (context, lane) */
     uint32_t fence; /* bit k: stream k waits for a fence before its next copy */
     uint64_t queried[CD_NUM_ASYNC_KINDS]; /* per async kind: last queue entry progress queried */
+    uint64_t issued[CD_NUM_ASYNC_KINDS];  /* per async kind: the newest queue entry (joins need it) */
 } cd_slot;
 
 /* The copy protocol: its flags, results and request are explained once,
@@ -192,7 +193,29 @@ typedef struct cd_inc {
     int32_t pad;
 } cd_inc;
 int cd_incarnation_gone(const cd_inc *inc);
-int32_t cd_query_events(const cd_inc *inc, const uintptr_t *events, int32_t n, cd_err *err);
+
+/* One queue's segment for cd_query_slots (cudadrv.QueueQuery). */
+enum { CD_QUERY_IN_ORDER = 1 }; /* the newest-first shortcut is not sound for this segment */
+typedef struct cd_queue_query {
+    const uintptr_t *events; /* the segment, oldest first (C memory: cudadrv.NewEventRing) */
+    int32_t n;
+    int32_t flags;
+    int32_t done; /* out: leading events complete */
+    int32_t pad;
+    cd_err err; /* out: the query (or entering the context) that failed */
+} cd_queue_query;
+
+/* One slot's queues for cd_query_slots (cudadrv.SlotQuery). */
+typedef struct cd_slot_query {
+    cd_inc inc;
+    int32_t next; /* the index of the next slot to query, -1 after the last */
+    int32_t gone; /* out: the incarnation ended; nothing was queried */
+    cd_queue_query queue[CD_NUM_ASYNC_KINDS];
+} cd_slot_query;
+
+/* Query the slots slots[first], slots[slots[first].next], ... (cudadrv.Interface.QuerySlots);
+ * returns 0, or -1 with *err the failed restore of the caller's context at the end. */
+int cd_query_slots(cd_slot_query *slots, int32_t first, cd_err *err);
 int32_t cd_arm(const cd_inc *inc, uintptr_t stream, uintptr_t head_event, int32_t fd, cd_err *err);
 
 /* Cold paths: resources and queries (cd_cold.c). Each returns 0 or sets *err

@@ -61,8 +61,10 @@ package cudadrv
 //     nothing is issued and no event is taken, and the lock is released;
 //     then for a zcopy piece the event. The piece
 //     joins the previous one (CopyReuse, ReuseSlot == Slot, ReuseKind ==
-//     Kind, and ReuseSeq > Queried[Kind]: progress has not queried that
-//     queue entry, so its event may still be re-recorded): it re-records
+//     Kind, ReuseSeq > Queried[Kind]: progress has not queried that queue
+//     entry, so its event may still be re-recorded, and ReuseSeq ==
+//     Issued[Kind]: it is the newest entry of its queue, so that every
+//     entry stays last recorded after every earlier one's): it re-records
 //     ReuseEvent. Otherwise it takes Slot.Event; 0 is CopyNeedEvent.
 //     A zcopy piece also takes a run: the pieces of `more` (the
 //     operation's next pieces) that follow it without a break on the same
@@ -98,9 +100,10 @@ package cudadrv
 //     call is CopyDriverError with Err; a failed pop after an issued copy
 //     keeps its status and sets Err (EntryCtxPopCurrent).
 //
-// Progress (QueryEvents) raises Queried[k] under the slot's lock before it
+// Progress (QuerySlots) raises Queried[k] under the slot's lock before it
 // queries queue k's entries, so a piece never re-records an event that
-// progress may already have seen complete and popped.
+// progress may already have seen complete and popped; the core sets
+// Issued[k] under the lock when it books a piece (CopyQueued).
 
 /*
 #include "cd_shim.h"

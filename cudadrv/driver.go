@@ -6,9 +6,10 @@ package cudadrv
 #cgo CFLAGS: -O2 -std=gnu11 -Wall -Wextra
 #cgo LDFLAGS: -ldl
 #cgo nocallback cd_copy
-#cgo noescape cd_query_events
+#cgo noescape cd_query_slots
 #cgo noescape cd_incarnation_gone
-#cgo nocallback cd_query_events
+#cgo nocallback cd_query_slots
+#cgo nocallback cd_incarnation_gone
 #include <stdlib.h>
 #include "cd_shim.h"
 */
@@ -103,7 +104,7 @@ func (d *driver) Error(e CallError) error {
 
 // call runs one cold-path C function (cd_cold.c, cd_mem.c): f calls it with
 // e, and it returns 0, or -1 with the failed call in e. The hot path (Copy,
-// QueryEvents, Arm, Gone) calls C directly.
+// QuerySlots, Arm, Gone) calls C directly.
 func (d *driver) call(f func(e *C.cd_err) C.int) error {
 	var e C.cd_err
 	if f(&e) == 0 {
@@ -270,16 +271,35 @@ func (d *driver) callError(e C.cd_err) error {
 	return d.Error(goCallError(e))
 }
 
-func (d *driver) QueryEvents(inc Incarnation, events []Event) (int, error) {
-	if len(events) == 0 {
-		return 0, nil
+func (d *driver) QuerySlots(slots []SlotQuery, first int32) error {
+	if first < 0 {
+		return nil
 	}
 	var e C.cd_err
-	n := C.cd_query_events((*C.cd_inc)(unsafe.Pointer(&inc)), (*C.uintptr_t)(unsafe.Pointer(&events[0])), C.int32_t(len(events)), &e)
-	if e.result != 0 {
-		return int(n), d.callError(e)
+	if C.cd_query_slots((*C.cd_slot_query)(unsafe.Pointer(&slots[0])), C.int32_t(first), &e) != 0 {
+		return d.Error(goCallError(e))
 	}
-	return int(n), nil
+	return nil
+}
+
+// NewEventRing is n zeroed events in C memory, for a queue whose segments
+// QuerySlots reads (Go memory holding no Go pointers could be passed too,
+// but only as an argument: a QueueQuery points into the ring from inside
+// the slots passed). FreeEventRing gives it back. Both are cold: a ring is
+// made when a queue grows.
+func NewEventRing(n int) []Event {
+	p := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(Event(0))))
+	if p == nil {
+		panic("cucopy: out of memory for an event ring")
+	}
+	return unsafe.Slice((*Event)(p), n)
+}
+
+// FreeEventRing frees a ring from NewEventRing (nil: nothing).
+func FreeEventRing(r []Event) {
+	if cap(r) > 0 {
+		C.free(unsafe.Pointer(unsafe.SliceData(r)))
+	}
 }
 
 func (d *driver) Arm(inc Incarnation, stream Stream, head Event, fd int) (bool, error) {

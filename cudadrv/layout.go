@@ -2,8 +2,9 @@
 
 package cudadrv
 
-// The Go mirrors of the C structs (Slot, CopyOp, Piece, MemDesc, MemInfo, Incarnation)
-// agree with cd_shim.h byte for byte: checked at compile time.
+// The Go mirrors of the C structs (Slot, CopyOp, Piece, MemDesc, MemInfo,
+// Incarnation, QueueQuery, SlotQuery) agree with cd_shim.h byte for byte:
+// checked at compile time.
 
 /*
 #include "cd_shim.h"
@@ -23,6 +24,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Lane)-unsafe.Offsetof(C.cd_slot{}.lane)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Fence)-unsafe.Offsetof(C.cd_slot{}.fence)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Queried)-unsafe.Offsetof(C.cd_slot{}.queried)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Issued)-unsafe.Offsetof(C.cd_slot{}.issued)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.CanaryID)-unsafe.Offsetof(C.cd_slot{}.canary_id)]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(CopyOp{})-C.sizeof_cd_copy_op]
@@ -50,4 +52,12 @@ var (
 
 	_ = [1]struct{}{}[unsafe.Sizeof(Incarnation{})-C.sizeof_cd_inc]
 	_ = [1]struct{}{}[unsafe.Offsetof(Incarnation{}.PrimaryDevice)-unsafe.Offsetof(C.cd_inc{}.primary_dev)]
+
+	_ = [1]struct{}{}[unsafe.Sizeof(QueueQuery{})-C.sizeof_cd_queue_query]
+	_ = [1]struct{}{}[unsafe.Offsetof(QueueQuery{}.Done)-unsafe.Offsetof(C.cd_queue_query{}.done)]
+	_ = [1]struct{}{}[unsafe.Offsetof(QueueQuery{}.Err)-unsafe.Offsetof(C.cd_queue_query{}.err)]
+	_ = [1]struct{}{}[unsafe.Sizeof(SlotQuery{})-C.sizeof_cd_slot_query]
+	_ = [1]struct{}{}[unsafe.Offsetof(SlotQuery{}.Next)-unsafe.Offsetof(C.cd_slot_query{}.next)]
+	_ = [1]struct{}{}[unsafe.Offsetof(SlotQuery{}.Gone)-unsafe.Offsetof(C.cd_slot_query{}.gone)]
+	_ = [1]struct{}{}[unsafe.Offsetof(SlotQuery{}.Queue)-unsafe.Offsetof(C.cd_slot_query{}.queue)]
 )

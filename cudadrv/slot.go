@@ -77,6 +77,11 @@ type Slot struct {
 	// from 1, that progress has queried: a piece never re-records their
 	// events (CopyReuse), since progress may pop them.
 	Queried [NumAsyncKinds]uint64
+	// Issued[k]: the newest entry of the context's queue k, by sequence
+	// number (written under the slot's lock when a piece is booked): a
+	// piece joins only that entry (CopyReuse), so that every entry of a
+	// queue is last recorded after every earlier one's.
+	Issued [NumAsyncKinds]uint64
 }
 
 // Lock takes the slot's lock word, shared with cd_copy (C atomics on the

@@ -41,7 +41,9 @@ func cases() []copyCase {
 		return outcome{Status: st, Slot: 0, Kind: kind, Ctx: "ctx0", CtxID: "id0"}
 	}
 	with := func(o outcome, f func(*outcome)) outcome { f(&o); return o }
-	reuse := func(r *run, queried uint64, free string, op cudadrv.CopyOp, more ...cudadrv.Piece) outcome {
+	// reuseBehind: the next piece of the operation of the queue's entry 1,
+	// with `behind` entries pushed after it (by other threads).
+	reuseBehind := func(r *run, queried, behind uint64, free string, op cudadrv.CopyOp, more ...cudadrv.Piece) outcome {
 		s := r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
 		first := r.copy(h2d(r.env))
 		require.Equal(r.t, cudadrv.CopyQueued, first.Status)
@@ -52,9 +54,13 @@ func cases() []copyCase {
 			s.Event = r.event(r.ctx[0], free)
 		}
 		s.Queried[cudadrv.KindH2D] = queried
+		s.Issued[cudadrv.KindH2D] = 1 + behind
 		op.Flags |= cudadrv.CopyReuse
 		op.ReuseEvent, op.ReuseSeq = prev, 1
 		return r.copyRun(op, more)
+	}
+	reuse := func(r *run, queried uint64, free string, op cudadrv.CopyOp, more ...cudadrv.Piece) outcome {
+		return reuseBehind(r, queried, 0, free, op, more...)
 	}
 	// running: an H2D piece (h0 -> d0a) on a full slot 0 with more.
 	running := func(more func(e *env) []cudadrv.Piece) func(r *run) outcome {
@@ -166,9 +172,7 @@ func cases() []copyCase {
 			o := r.copy(h2d(r.env))
 			// The piece completes, and progress and arm say so.
 			require.NoError(r.t, r.drv.StreamSynchronize(r.ctx[0], s.Stream[cudadrv.KindH2D]))
-			n, err := r.drv.QueryEvents(r.inc(0), []cudadrv.Event{s.Event})
-			assert.NoError(r.t, err)
-			assert.Equal(r.t, 1, n, "QueryEvents")
+			assert.Equal(r.t, []int32{1}, r.query([]cudadrv.Event{s.Event}), "QuerySlots")
 			fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 			require.NoError(r.t, err)
 			defer unix.Close(fd)
@@ -221,6 +225,12 @@ func cases() []copyCase {
 		{name: "reuse/queried-needs-event", run: func(r *run) outcome { return reuse(r, 1, "", reuseOp(r.env, 0, cudadrv.KindH2D)) },
 			want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
 		{name: "reuse/queried-queued", run: func(r *run) outcome { return reuse(r, 1, "ev1", reuseOp(r.env, 0, cudadrv.KindH2D)) },
+			want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev1" })},
+		// Only the newest entry of its queue is joined: one pushed since
+		// (another thread's) would otherwise be recorded before it.
+		{name: "reuse/not-newest-needs-event", run: func(r *run) outcome { return reuseBehind(r, 0, 1, "", reuseOp(r.env, 0, cudadrv.KindH2D)) },
+			want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},
+		{name: "reuse/not-newest-queued", run: func(r *run) outcome { return reuseBehind(r, 0, 1, "ev1", reuseOp(r.env, 0, cudadrv.KindH2D)) },
 			want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev1" })},
 		{name: "reuse/other-kind", run: func(r *run) outcome { return reuse(r, 0, "", reuseOp(r.env, 0, cudadrv.KindD2H)) },
 			want: at0(cudadrv.CopyNeedEvent, cudadrv.KindH2D)},

@@ -4,10 +4,12 @@ package fakedrv
 
 // The Go port of cd_copy (cudadrv/cd_copy.c), which keeps the copy protocol
 // (cudadrv/copy.go), and of progress and arm (cudadrv/cd_progress.c:
-// cd_query_events, cd_arm, cd_incarnation_gone). conformance_test.go holds
+// cd_query_slots, cd_arm, cd_incarnation_gone). conformance_test.go holds
 // Copy against cd_copy on the C fake driver.
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/cucopy/cucopy/cudadrv"
@@ -346,7 +348,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	// Step 8 of the protocol: a zcopy with pageable memory detaches.
 	detach := *locked && !sync && blocking
 	joined := !sync && !detach && op.Flags&cudadrv.CopyReuse != 0 && op.ReuseSlot == int32(s) && op.ReuseKind == op.Kind &&
-		op.ReuseSeq > slot.Queried[op.Kind]
+		op.ReuseSeq > slot.Queried[op.Kind] && op.ReuseSeq == slot.Issued[op.Kind]
 	event := slot.Event
 	if joined {
 		event = op.ReuseEvent
@@ -376,7 +378,11 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		}
 		defer func() {
 			if op.Err.Entry == cudadrv.EntryNone {
+				f := d.onDetachedIssued
 				d.mu.Unlock()
+				if f != nil {
+					f()
+				}
 				slot.Lock()
 				d.mu.Lock()
 				*locked = true
@@ -455,35 +461,85 @@ func (d *Driver) Gone(inc cudadrv.Incarnation) bool {
 	return d.gone(inc)
 }
 
-// QueryEvents is cd_query_events.
-func (d *Driver) QueryEvents(inc cudadrv.Incarnation, events []cudadrv.Event) (int, error) {
+// QuerySlots is cd_query_slots. It counts one "QuerySlots" call, one
+// "QueryEvents" per queue it queries (Fail("QueryEvents", n) fails the nth
+// queue's query, as cd_query_slots fails a queue whose context cannot be
+// entered or whose head event's query fails) and one "cuEventQuery" per
+// event it asks about; "cuCtxPopCurrent" fails the restore at the end.
+func (d *Driver) QuerySlots(slots []cudadrv.SlotQuery, first int32) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.gone(inc) {
-		return 0, cudadrv.ErrContextGone
-	}
-	ctx := inc.Ctx
-	c, err := d.live("QueryEvents", ctx)
-	if err != nil {
-		return 0, err
-	}
-	for n, ev := range events {
-		e, err := d.eventCall("QueryEvents", ctx, ev)
-		if err != nil {
-			return n, err
+	d.calls["QuerySlots"]++
+	queried := false
+	for s := first; s >= 0; s = slots[s].Next {
+		sq := &slots[s]
+		sq.Gone = 0
+		for k := range sq.Queue {
+			sq.Queue[k].Done, sq.Queue[k].Err = 0, cudadrv.CallError{Entry: cudadrv.EntryNone}
 		}
-		if c.poison != 0 {
-			return n, result("cuEventQuery", c.poison)
+		if d.gone(sq.Inc) {
+			sq.Gone = 1
+			continue
 		}
-		if e.item != nil {
-			return n, d.popFault()
+		for k := range sq.Queue {
+			if q := &sq.Queue[k]; q.N > 0 {
+				q.Done, q.Err = d.queryQueue(sq.Inc.Ctx, q)
+				queried = true
+			}
 		}
 	}
-	return len(events), d.popFault()
+	if queried {
+		return d.popFault()
+	}
+	return nil
 }
 
-// popFault is Fail("cuCtxPopCurrent", ...): cd_query_events reports a failed
-// pop of the context it pushed after the queries, with done unchanged.
+// queryQueue is cd_query_queue: the newest event answers for the segment
+// once its head is done, unless the segment says QueryInOrder.
+func (d *Driver) queryQueue(ctx cudadrv.Context, q *cudadrv.QueueQuery) (int32, cudadrv.CallError) {
+	c, err := d.live("QueryEvents", ctx)
+	if err != nil {
+		return 0, callError(err)
+	}
+	events := unsafe.Slice(q.Events, q.N)
+	query := func(ev cudadrv.Event) (bool, cudadrv.CallError) {
+		d.calls["cuEventQuery"]++
+		e, err := d.eventCall("QueryEvents", ctx, ev)
+		if err != nil {
+			return false, callError(err)
+		}
+		if c.poison != 0 {
+			return false, cudadrv.CallError{Entry: cudadrv.EntryEventQuery, Result: c.poison}
+		}
+		return e.item == nil, cudadrv.CallError{Entry: cudadrv.EntryNone}
+	}
+	n := int32(0)
+	if q.N > 2 && q.Flags&cudadrv.QueryInOrder == 0 {
+		ok, cerr := query(events[0])
+		if !ok {
+			return 0, cerr
+		}
+		if ok, _ := query(events[q.N-1]); ok {
+			return q.N, cudadrv.CallError{Entry: cudadrv.EntryNone}
+		}
+		n = 1
+	}
+	for ; n < q.N; n++ {
+		if ok, cerr := query(events[n]); !ok {
+			return n, cerr
+		}
+	}
+	return n, cudadrv.CallError{Entry: cudadrv.EntryNone}
+}
+
+// callError is a fake's *cudadrv.Result as the C side reports it.
+func callError(err error) cudadrv.CallError {
+	r := err.(*cudadrv.Result)
+	return cudadrv.CallError{Entry: r.Entry, Result: r.Code}
+}
+
+// popFault is Fail("cuCtxPopCurrent", ...): cd_query_slots reports a failed
+// restore of the caller's context after the queries, their answers unchanged.
 func (d *Driver) popFault() error {
 	if code := d.enter("cuCtxPopCurrent"); code != 0 {
 		return result("cuCtxPopCurrent", code)

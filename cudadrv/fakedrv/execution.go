@@ -140,3 +140,9 @@ func (d *Driver) OnCopy(f func()) { d.mu.Lock(); d.onCopy = f; d.mu.Unlock() }
 // zcopy piece with pageable memory and CopyLock) run f where the real
 // driver would block, without the slot's lock or the driver's (nil: none).
 func (d *Driver) OnDetached(f func()) { d.mu.Lock(); d.onDetached = f; d.mu.Unlock() }
+
+// OnDetachedIssued makes every later detached enqueue run f once its copy
+// is issued and its event recorded, before it takes the slot's lock again
+// to be booked (nil: none): another thread's piece booked meanwhile sits
+// before it in the queue although recorded after it.
+func (d *Driver) OnDetachedIssued(f func()) { d.mu.Lock(); d.onDetachedIssued = f; d.mu.Unlock() }

@@ -33,24 +33,25 @@ type Driver struct {
 	// freed keeps the Go memory behind freed CPU-visible allocations
 	// referenced, so that its addresses are never handed out again: a use
 	// after free reads as unknown memory, never as a newer allocation.
-	freed       [][]byte
-	next        map[uint64]uint64 // range base -> next free address
-	ctxs        map[cudadrv.Context]*context
-	primary     []cudadrv.Context
-	nextID      uint64
-	nextHandle  uintptr
-	current     cudadrv.Context
-	streams     map[cudadrv.Stream]owner
-	events      map[cudadrv.Event]*event
-	pending     []*work // issued, not yet executed, oldest first
-	peers       map[[2]cudadrv.Context]bool
-	calls       map[string]int
-	faults      map[string][]fault
-	onCopy      func() // OnCopy
-	onDetached  func() // OnDetached
-	activations int
-	violations  []string
-	nextBuffer  uint64 // BUFFER_ID of the last allocation
+	freed            [][]byte
+	next             map[uint64]uint64 // range base -> next free address
+	ctxs             map[cudadrv.Context]*context
+	primary          []cudadrv.Context
+	nextID           uint64
+	nextHandle       uintptr
+	current          cudadrv.Context
+	streams          map[cudadrv.Stream]owner
+	events           map[cudadrv.Event]*event
+	pending          []*work // issued, not yet executed, oldest first
+	peers            map[[2]cudadrv.Context]bool
+	calls            map[string]int
+	faults           map[string][]fault
+	onCopy           func() // OnCopy
+	onDetached       func() // OnDetached
+	onDetachedIssued func() // OnDetachedIssued
+	activations      int
+	violations       []string
+	nextBuffer       uint64 // BUFFER_ID of the last allocation
 }
 
 var _ cudadrv.Interface = (*Driver)(nil)

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Crossings between C and Go per operation, measured through the C ABI
+ * (docs/design.md, "Completion, progress, flush"): the test build of the
+ * library (testhooks/libcucopy.so.0, on LD_LIBRARY_PATH) counts every call
+ * of a public function into Go and reports the Go runtime's count of calls
+ * out of Go (cucopy_test_crossings, found with dlsym: the release library
+ * has none). For 8-byte H2D zcopies from pinned memory, one at a time,
+ * 8 in flight on one queue, 8 in flight over every device and both
+ * directions, and 16-entry iovs, each with a completion callback: the
+ * crossings of the issuing calls and of the progress calls to completion,
+ * printed per operation and per progress call, with the fake's driver calls
+ * per progress call. The copies are given time to finish before progress
+ * is called, so that a progress call is mostly productive; unproductive
+ * calls are counted apart.
+ *
+ * Bounds (what the library achieves; a regression fails): a zcopy is one
+ * call in and one out (its iov one run); a progress call is one call in,
+ * and out one query of every slot plus, when completions are ready, one
+ * call running their callbacks. On the fake: at most one
+ * cuDevicePrimaryCtxGetState per device per progress call, and two event
+ * queries for a finished queue of 8.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "fake.h"
+#include "mem.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cucopy.h"
+
+typedef void (*crossings_fn)(uint64_t *c_to_go, uint64_t *go_to_c);
+static crossings_fn crossings;
+
+struct count {
+    uint64_t in, out; /* C -> Go, Go -> C */
+};
+
+static struct count now(void)
+{
+    struct count c;
+    crossings(&c.in, &c.out);
+    return c;
+}
+
+static struct count since(struct count a)
+{
+    struct count b = now();
+    return (struct count){b.in - a.in, b.out - a.out};
+}
+
+static void add(struct count *to, struct count c)
+{
+    to->in += c.in;
+    to->out += c.out;
+}
+
+/* The fake's driver calls by name, 0 on a real driver. */
+static long calls(const char *name)
+{
+    return tc_fake.calls != NULL ? tc_fake.calls(name) : 0;
+}
+
+#define ROUNDS 50
+#define WARMUP 4
+#define MAXOPS 16
+
+struct target {
+    struct tc_buf *dev;
+    int put;         /* 1: host -> device, 0: device -> host */
+    cucopy_ep_h ep;  /* NULL: the case's endpoint */
+};
+
+struct result {
+    struct count issue, progress;
+    long ops, progress_calls, productive, states, event_queries;
+    long whole, whole_queries; /* progress calls that completed a whole round, their event queries */
+};
+
+/* One round: ops zcopies of iovcnt 8-byte entries each over targets in
+ * turn, then progress until all completed. */
+static void round_of(cucopy_iface_h iface, cucopy_ep_h ep, struct tc_buf *host,
+                     const struct target *targets, int ntargets, int ops, int iovcnt,
+                     struct result *res)
+{
+    struct tc_comp comps[MAXOPS];
+    cucopy_iov_t iov[16];
+    for (int k = 0; k < ops; k++) {
+        const struct target *t = &targets[k % ntargets];
+        for (int j = 0; j < iovcnt; j++)
+            iov[j] = (cucopy_iov_t){(void *)(uintptr_t)tc_buf_addr(host, (size_t)(64 * j)), 8};
+        tc_comp_init(&comps[k], 1);
+        cucopy_ep_h e = t->ep != NULL ? t->ep : ep;
+        struct count c = now();
+        int st = t->put ? cucopy_ep_put_zcopy(e, iov, (size_t)iovcnt, tc_buf_addr(t->dev, 0),
+                                              &comps[k].comp)
+                        : cucopy_ep_get_zcopy(e, iov, (size_t)iovcnt, tc_buf_addr(t->dev, 0),
+                                              &comps[k].comp);
+        add(&res->issue, since(c));
+        REQUIRE(st == CUCOPY_INPROGRESS);
+    }
+    int left = ops;
+    double deadline = tc_now() + 30;
+    while (left > 0) {
+        nanosleep(&(struct timespec){0, 200000}, NULL); /* let the copies finish */
+        long states = calls("cuDevicePrimaryCtxGetState"), queries = calls("cuEventQuery");
+        struct count c = now();
+        int n = cucopy_iface_progress(iface);
+        add(&res->progress, since(c));
+        REQUIRE(n >= 0);
+        res->progress_calls++;
+        res->productive += n > 0;
+        if (n > 0) {
+            res->states += calls("cuDevicePrimaryCtxGetState") - states;
+            res->event_queries += calls("cuEventQuery") - queries;
+        }
+        if (n == ops) {
+            res->whole++;
+            res->whole_queries += calls("cuEventQuery") - queries;
+        }
+        left -= n;
+        REQUIRE(tc_now() < deadline);
+    }
+    for (int k = 0; k < ops; k++)
+        FAIL_IF(comps[k].fired != 1 || comps[k].comp.status != CUCOPY_OK,
+                "operation %d: fired %d, status %d", k, comps[k].fired, comps[k].comp.status);
+    res->ops += ops;
+}
+
+static void measure(const char *name, cucopy_iface_h iface, cucopy_ep_h ep, struct tc_buf *host,
+                    const struct target *targets, int ntargets, int ops, int iovcnt, int ndev)
+{
+    struct result warm = {0}, res = {0};
+    for (int r = 0; r < WARMUP; r++) /* streams, events and rings get made */
+        round_of(iface, ep, host, targets, ntargets, ops, iovcnt, &warm);
+    for (int r = 0; r < ROUNDS; r++)
+        round_of(iface, ep, host, targets, ntargets, ops, iovcnt, &res);
+    double n = (double)res.ops;
+    long unproductive = res.progress_calls - res.productive;
+    printf("test_crossings: %-28s per operation: C->Go %.3f, Go->C %.3f (issue %.3f / %.3f, "
+           "progress %.3f / %.3f); %.2f progress calls per round (%ld of %ld unproductive)",
+           name, (double)(res.issue.in + res.progress.in) / n,
+           (double)(res.issue.out + res.progress.out) / n, (double)res.issue.in / n,
+           (double)res.issue.out / n, (double)res.progress.in / n, (double)res.progress.out / n,
+           (double)res.progress_calls / ROUNDS, unproductive, res.progress_calls);
+    if (tc_fake.calls != NULL)
+        printf("; per productive progress call: %.2f cuDevicePrimaryCtxGetState, %.2f cuEventQuery",
+               (double)res.states / (double)res.productive,
+               (double)res.event_queries / (double)res.productive);
+    printf("\n");
+    tc_case_begin("%s: crossings within bounds", name);
+    CHECKF(res.issue.in == (uint64_t)res.ops && res.issue.out == (uint64_t)res.ops,
+           "%s: issue crossings %lu in / %lu out for %ld zcopies: want one each", name,
+           (unsigned long)res.issue.in, (unsigned long)res.issue.out, res.ops);
+    CHECKF(res.progress.in == (uint64_t)res.progress_calls,
+           "%s: %lu calls into Go for %ld progress calls: want one each", name,
+           (unsigned long)res.progress.in, res.progress_calls);
+    CHECKF(res.progress.out <= (uint64_t)(res.progress_calls + res.productive),
+           "%s: %lu calls out of Go for %ld progress calls (%ld productive): want at most one "
+           "query per call and one callback batch per productive call",
+           name, (unsigned long)res.progress.out, res.progress_calls, res.productive);
+    if (tc_fake.calls != NULL) {
+        CHECKF(res.states <= res.productive * ndev,
+               "%s: %ld cuDevicePrimaryCtxGetState in %ld productive progress calls over %d "
+               "device(s): want at most one per device per call",
+               name, res.states, res.productive, ndev);
+        if (ops == 8 && ntargets == 1)
+            CHECKF(res.whole_queries == 2 * res.whole,
+                   "%s: %ld event queries in %ld progress calls that completed all 8: want two "
+                   "(head, newest) each",
+                   name, res.whole_queries, res.whole);
+    }
+    tc_case_end();
+}
+
+int main(void)
+{
+    int ndev = tc_begin("test_crossings", 2);
+    crossings = (crossings_fn)dlsym(RTLD_DEFAULT, "cucopy_test_crossings");
+    if (crossings == NULL)
+        tc_fatal(__FILE__, __LINE__,
+                 "cucopy_test_crossings not found: run with the test build of the library "
+                 "(LD_LIBRARY_PATH=BUILD_DIR/testhooks)");
+    cucopy_context_h ctx;
+    cucopy_iface_h iface;
+    cucopy_ep_h ep;
+    REQUIRE_OK(cucopy_context_create(NULL, &ctx));
+    REQUIRE_OK(cucopy_iface_open(ctx, NULL, &iface));
+    REQUIRE_OK(cucopy_ep_create(iface, &ep));
+    struct tc_buf host, dev[2];
+    tc_buf_alloc(&host, TC_MEM_PINNED, 4096);
+    for (int d = 0; d < ndev; d++)
+        tc_buf_alloc(&dev[d], d == 0 ? TC_MEM_DEV0 : TC_MEM_DEV1, 4096);
+
+    struct count a = now(), b = since(a);
+    CHECKF(b.in == 0 && b.out == 0, "reading the counters crosses nothing (%lu, %lu)",
+           (unsigned long)b.in, (unsigned long)b.out);
+
+    struct target one = {&dev[0], 1, NULL};
+    struct target spread[4];
+    int nspread = 0;
+    for (int d = 0; d < ndev; d++) {
+        spread[nspread++] = (struct target){&dev[d], 1, NULL};
+        spread[nspread++] = (struct target){&dev[d], 0, NULL};
+    }
+    measure("single", iface, ep, &host, &one, 1, 1, 1, ndev);
+    measure("window 8", iface, ep, &host, &one, 1, 8, 1, ndev);
+    char name[64];
+    snprintf(name, sizeof(name), "window 8, %d queues", nspread);
+    measure(name, iface, ep, &host, spread, nspread, 8, 1, ndev);
+    measure("iov 16", iface, ep, &host, &one, 1, 1, 16, ndev);
+    measure("iov 16, window 8", iface, ep, &host, &one, 1, 8, 16, ndev);
+    REQUIRE_OK(cucopy_ep_destroy(ep));
+    REQUIRE_OK(cucopy_iface_close(iface));
+
+    /* A multi-thread iface: four endpoints on four lanes (CUCOPY_LANES,
+     * default 4), all on device 0: four slots of one context and device,
+     * one liveness check and one context entry per progress call. */
+    cucopy_iface_params_t mp = {.field_mask = CUCOPY_IFACE_PARAM_THREAD_MODE,
+                                .thread_mode = CUCOPY_THREAD_MODE_MULTI};
+    cucopy_ep_h eps[4];
+    struct target lanes[4];
+    REQUIRE_OK(cucopy_iface_open(ctx, &mp, &iface));
+    for (int k = 0; k < 4; k++) {
+        REQUIRE_OK(cucopy_ep_create(iface, &eps[k]));
+        lanes[k] = (struct target){&dev[0], 1, eps[k]};
+    }
+    measure("multi, window 8, 4 lanes", iface, eps[0], &host, lanes, 4, 8, 1, 1);
+    for (int k = 0; k < 4; k++)
+        REQUIRE_OK(cucopy_ep_destroy(eps[k]));
+    REQUIRE_OK(cucopy_iface_close(iface));
+    for (int d = 0; d < ndev; d++)
+        tc_buf_free(&dev[d]);
+    tc_buf_free(&host);
+    REQUIRE_OK(cucopy_context_destroy(ctx));
+    return tc_finish();
+}
