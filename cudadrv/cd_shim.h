@@ -145,7 +145,7 @@ typedef struct cd_copy_op {
     uintptr_t event;
     uintptr_t seen_primary;
     cd_err err;
-    uint64_t stage_min; /* in: CD_COPY_NEED_STAGE from this length on (pageable host memory); 0 off */
+    uint64_t stage_min; /* in: NEED_STAGE from this length on (pageable host memory); 0 off */
 } cd_copy_op;
 
 /* A piece that may join the run of cd_copy's (cudadrv.Piece). */
