@@ -26,9 +26,10 @@ type Config struct {
 // staged through the library's pinned bounce buffers (stage.go):
 // CUCOPY_STAGE (auto: from Threshold bytes on; off: the driver's own path),
 // CUCOPY_STAGE_THRESHOLD, CUCOPY_STAGE_CHUNK, CUCOPY_STAGE_THREADS,
-// CUCOPY_STAGE_POOL.
+// CUCOPY_STAGE_POOL, CUCOPY_STAGE_CPU.
 type Stage struct {
 	Off       bool
+	Memmove   bool   // CUCOPY_STAGE_CPU=memmove: CPU copies in user space (goCopy), not in the kernel
 	Threshold uint64 // a piece of at least this many bytes is staged
 	Chunk     uint64 // the most bytes per pipeline step; a bounce buffer's size
 	Threads   uint32 // CPU copy threads per staged copy (the caller's included)
@@ -139,8 +140,19 @@ func loadStage(getenv func(string) string, st *Stage) error {
 	if st.Threads, err = parseCount(getenv, "CUCOPY_STAGE_THREADS", st.Threads, maxStageThreads); err != nil {
 		return err
 	}
-	st.Pool, err = parseCount(getenv, "CUCOPY_STAGE_POOL", st.Pool, maxStagePool)
-	return err
+	if st.Pool, err = parseCount(getenv, "CUCOPY_STAGE_POOL", st.Pool, maxStagePool); err != nil {
+		return err
+	}
+	if v := getenv("CUCOPY_STAGE_CPU"); v != "" {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "kernel":
+		case "memmove":
+			st.Memmove = true
+		default:
+			return fmt.Errorf("CUCOPY_STAGE_CPU=%q: want kernel or memmove", v)
+		}
+	}
+	return nil
 }
 
 // parseSize reads a byte count: an integer with an optional K, M or G

@@ -64,6 +64,8 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_STAGE_THREADS", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(1), c.Stage.Threads) }},
 		{"CUCOPY_STAGE_THREADS", "64", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(64), c.Stage.Threads) }},
 		{"CUCOPY_STAGE_POOL", "64", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(64), c.Stage.Pool) }},
+		{"CUCOPY_STAGE_CPU", " Memmove", func(t *testing.T, c core.Config) { assert.True(t, c.Stage.Memmove) }},
+		{"CUCOPY_STAGE_CPU", "kernel", func(t *testing.T, c core.Config) { assert.False(t, c.Stage.Memmove) }},
 	}
 	for _, v := range []string{"1", "y", "yes", "on", "true", "TRUE", " Yes "} {
 		cases = append(cases, struct {
@@ -125,6 +127,7 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_STAGE_THREADS", "65"},
 		{"CUCOPY_STAGE_POOL", "0"},
 		{"CUCOPY_STAGE_POOL", "65"},
+		{"CUCOPY_STAGE_CPU", "user"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {

@@ -31,7 +31,8 @@ type stager struct {
 	min     uint64 // cudadrv.CopyOp.StageMin: 0 off
 	chunk   uint64 // one bounce buffer's size
 	threads int
-	pool    int // pairs at most, in use or free
+	pool    int  // pairs at most, in use or free
+	memmove bool // CPU copies with goCopy (CUCOPY_STAGE_CPU=memmove), else cpuCopy
 
 	mu     sync.Mutex
 	free   []*bounce
@@ -55,7 +56,7 @@ type bounce struct {
 
 // init sets the iface's staging up from cfg; nothing is allocated.
 func (st *stager) init(cfg Stage) {
-	st.chunk, st.threads, st.pool = cfg.Chunk, int(cfg.Threads), int(cfg.Pool)
+	st.chunk, st.threads, st.pool, st.memmove = cfg.Chunk, int(cfg.Threads), int(cfg.Pool), cfg.Memmove
 	if !cfg.Off {
 		st.min = cfg.Threshold
 	}
@@ -187,12 +188,18 @@ func (st *stager) chunkFor(n uint64) uint64 {
 const minCopyPart = 256 << 10
 
 // copy copies n bytes on the CPU on up to st.threads goroutines (the
-// caller's included); a fault on an unmapped address is ErrInvalid
-// (cpuCopy).
+// caller's included); a fault on an unmapped address is ErrInvalid. The
+// kernel's copy (cpuCopy) works whatever fault handlers the program
+// installed; memmove (goCopy, CUCOPY_STAGE_CPU=memmove) is faster but
+// relies on cucopy's fault dispatcher being in place (capi/signals.c).
 func (st *stager) copy(api string, dst, src, n uint64) error {
+	one := cpuCopy
+	if st.memmove {
+		one = goCopy
+	}
 	parts := min(uint64(st.threads), max(n/minCopyPart, 1))
 	if parts <= 1 {
-		return cpuCopy(api, dst, src, n)
+		return one(api, dst, src, n)
 	}
 	per := (n/parts + 63) &^ 63
 	var errs [maxStageThreads]error
@@ -203,10 +210,10 @@ func (st *stager) copy(api string, dst, src, n uint64) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[p] = cpuCopy(api, dst+lo, src+lo, hi-lo)
+			errs[p] = one(api, dst+lo, src+lo, hi-lo)
 		}()
 	}
-	errs[0] = cpuCopy(api, dst, src, min(per, n))
+	errs[0] = one(api, dst, src, min(per, n))
 	wg.Wait()
 	for _, err := range errs[:parts] {
 		if err != nil {

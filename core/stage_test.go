@@ -88,6 +88,17 @@ func TestStageData(t *testing.T) {
 	assert.Zero(t, r.drv.Foreign(), "unregistered at close")
 }
 
+// CUCOPY_STAGE_CPU=memmove: the same data through the user-space copy.
+func TestStageMemmove(t *testing.T) {
+	r := newRigEnv(t, 1, withEnv(staging, "CUCOPY_STAGE_CPU", "memmove"))
+	n := 5*64<<10 + 3
+	host, dev, back := r.drv.Pageable(n), r.drv.AllocDevice(0, n), r.drv.Pageable(n)
+	want := fill(r.drv, host, n, 8)
+	assert.Equal(t, core.OK, r.put(host, dev, n, 1))
+	assert.Equal(t, core.OK, r.get(back, dev, n, 1))
+	eqBytes(t, want, r.drv.Bytes(back, n))
+}
+
 // A short copy is staged too.
 func TestStageShort(t *testing.T) {
 	r := newRigEnv(t, 1, staging)
