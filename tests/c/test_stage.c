@@ -276,6 +276,7 @@ static void threads_case(void)
     cucopy_iface_h iface;
     cucopy_ep_h shared;
     open_iface(CUCOPY_THREAD_MODE_MULTI, &iface, &shared);
+    (void)tc_pattern(2 * threshold + 11 + THREADS * 4); /* grown here, not under the workers */
     struct worker w[THREADS];
     for (int k = 0; k < THREADS; k++) {
         w[k] = (struct worker){.iface = iface, .ep = shared, .id = k};
