@@ -19,6 +19,21 @@ type Config struct {
 	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
 	IOVBatch   IOVBatch // CUCOPY_IOV_BATCH, default auto
 	Calibrate  bool     // CUCOPY_CALIBRATE: estimates measure each pair once (estimate.go)
+	Stage      Stage    // CUCOPY_STAGE*: pageable staging (stage.go)
+}
+
+// Stage is how large copies between pageable host memory and a GPU are
+// staged through the library's pinned bounce buffers (stage.go):
+// CUCOPY_STAGE (auto: from Threshold bytes on; off: the driver's own path),
+// CUCOPY_STAGE_THRESHOLD, CUCOPY_STAGE_CHUNK, CUCOPY_STAGE_THREADS,
+// CUCOPY_STAGE_POOL, CUCOPY_STAGE_CPU.
+type Stage struct {
+	Off       bool
+	Memmove   bool   // CUCOPY_STAGE_CPU=memmove: CPU copies in user space (goCopy), not in the kernel
+	Threshold uint64 // a piece of at least this many bytes is staged
+	Chunk     uint64 // the most bytes per pipeline step; a bounce buffer's size
+	Threads   uint32 // CPU copy threads per staged copy (the caller's included)
+	Pool      uint32 // bounce-buffer pairs per iface: staged copies at once
 }
 
 // IOVBatch is how a zcopy issues consecutive iov entries that run on one
@@ -45,6 +60,15 @@ const (
 	MaxIOV            = 64
 	maxEventsLimit    = 1 << 20
 	maxPollLimit      = 1 << 16
+
+	DefaultStageThreshold = 4 << 20
+	DefaultStageChunk     = 8 << 20
+	DefaultStageThreads   = 4
+	DefaultStagePool      = 4
+	minStageChunk         = 64 << 10
+	maxStageChunk         = 1 << 30
+	maxStageThreads       = 64
+	maxStagePool          = 64
 )
 
 // LoadConfig reads the CUCOPY_* variables through getenv. An invalid value
@@ -56,6 +80,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		MaxEvents:  DefaultMaxEvents,
 		Lanes:      DefaultLanes,
 		LogLevel:   LogWarn,
+		Stage:      Stage{Threshold: DefaultStageThreshold, Chunk: DefaultStageChunk, Threads: DefaultStageThreads, Pool: DefaultStagePool},
 	}
 	if v := getenv("CUCOPY_CUDA_DRIVER"); v != "" {
 		cfg.DriverPath = v
@@ -90,7 +115,73 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return cfg, fmt.Errorf("CUCOPY_CALIBRATE=%q: %v", v, err)
 		}
 	}
-	return cfg, nil
+	err = loadStage(getenv, &cfg.Stage)
+	return cfg, err
+}
+
+// loadStage reads the CUCOPY_STAGE* variables into st (defaults set).
+func loadStage(getenv func(string) string, st *Stage) error {
+	if v := getenv("CUCOPY_STAGE"); v != "" {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "auto":
+		case "off":
+			st.Off = true
+		default:
+			return fmt.Errorf("CUCOPY_STAGE=%q: want auto or off", v)
+		}
+	}
+	var err error
+	if st.Threshold, err = parseSize(getenv, "CUCOPY_STAGE_THRESHOLD", st.Threshold, 1, 1<<40); err != nil {
+		return err
+	}
+	if st.Chunk, err = parseSize(getenv, "CUCOPY_STAGE_CHUNK", st.Chunk, minStageChunk, maxStageChunk); err != nil {
+		return err
+	}
+	if st.Threads, err = parseCount(getenv, "CUCOPY_STAGE_THREADS", st.Threads, maxStageThreads); err != nil {
+		return err
+	}
+	if st.Pool, err = parseCount(getenv, "CUCOPY_STAGE_POOL", st.Pool, maxStagePool); err != nil {
+		return err
+	}
+	if v := getenv("CUCOPY_STAGE_CPU"); v != "" {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "kernel":
+		case "memmove":
+			st.Memmove = true
+		default:
+			return fmt.Errorf("CUCOPY_STAGE_CPU=%q: want kernel or memmove", v)
+		}
+	}
+	return nil
+}
+
+// parseSize reads a byte count: an integer with an optional K, M or G
+// suffix (powers of 1024), from lo to hi.
+func parseSize(getenv func(string) string, name string, def, lo, hi uint64) (uint64, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	t := strings.ToUpper(strings.TrimSpace(v))
+	shift := 0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		}
+		if shift != 0 {
+			t = t[:n-1]
+		}
+	}
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || n > hi>>shift || n<<shift < lo {
+		return 0, fmt.Errorf("%s=%q: want a size from %d to %d bytes (an integer, optionally with K, M or G)", name, v, lo, hi)
+	}
+	return n << shift, nil
 }
 
 func parseCount(getenv func(string) string, name string, def, limit uint32) (uint32, error) {

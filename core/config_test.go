@@ -27,6 +27,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.Config{
 		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 4, LogLevel: core.LogWarn, Stats: false,
+		Stage: core.Stage{Threshold: 4 << 20, Chunk: 8 << 20, Threads: 4, Pool: 4},
 	}, cfg)
 }
 
@@ -53,6 +54,18 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_IOV_BATCH", "OFF", func(t *testing.T, c core.Config) { assert.Equal(t, core.IOVBatchOff, c.IOVBatch) }},
 		{"CUCOPY_CALIBRATE", "1", func(t *testing.T, c core.Config) { assert.True(t, c.Calibrate) }},
 		{"CUCOPY_CALIBRATE", "off", func(t *testing.T, c core.Config) { assert.False(t, c.Calibrate) }},
+		{"CUCOPY_STAGE", " OFF", func(t *testing.T, c core.Config) { assert.True(t, c.Stage.Off) }},
+		{"CUCOPY_STAGE", "auto", func(t *testing.T, c core.Config) { assert.False(t, c.Stage.Off) }},
+		{"CUCOPY_STAGE_THRESHOLD", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(1), c.Stage.Threshold) }},
+		{"CUCOPY_STAGE_THRESHOLD", "16m", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(16<<20), c.Stage.Threshold) }},
+		{"CUCOPY_STAGE_CHUNK", "64K", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(64<<10), c.Stage.Chunk) }},
+		{"CUCOPY_STAGE_CHUNK", "1G", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(1<<30), c.Stage.Chunk) }},
+		{"CUCOPY_STAGE_CHUNK", "2097152", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(2<<20), c.Stage.Chunk) }},
+		{"CUCOPY_STAGE_THREADS", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(1), c.Stage.Threads) }},
+		{"CUCOPY_STAGE_THREADS", "64", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(64), c.Stage.Threads) }},
+		{"CUCOPY_STAGE_POOL", "64", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(64), c.Stage.Pool) }},
+		{"CUCOPY_STAGE_CPU", " Memmove", func(t *testing.T, c core.Config) { assert.True(t, c.Stage.Memmove) }},
+		{"CUCOPY_STAGE_CPU", "kernel", func(t *testing.T, c core.Config) { assert.False(t, c.Stage.Memmove) }},
 	}
 	for _, v := range []string{"1", "y", "yes", "on", "true", "TRUE", " Yes "} {
 		cases = append(cases, struct {
@@ -100,6 +113,21 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_STATS", "2"},
 		{"CUCOPY_STATS", " "},
 		{"CUCOPY_CALIBRATE", "sometimes"},
+		{"CUCOPY_STAGE", "on"},
+		{"CUCOPY_STAGE", " "},
+		{"CUCOPY_STAGE_THRESHOLD", "0"},
+		{"CUCOPY_STAGE_THRESHOLD", "2T"},
+		{"CUCOPY_STAGE_THRESHOLD", "-1"},
+		{"CUCOPY_STAGE_THRESHOLD", "4 M"},
+		{"CUCOPY_STAGE_CHUNK", "32K"},
+		{"CUCOPY_STAGE_CHUNK", "2G"},
+		{"CUCOPY_STAGE_CHUNK", "M"},
+		{"CUCOPY_STAGE_CHUNK", "18014398509481984K"}, // overflows when shifted: must not wrap
+		{"CUCOPY_STAGE_THREADS", "0"},
+		{"CUCOPY_STAGE_THREADS", "65"},
+		{"CUCOPY_STAGE_POOL", "0"},
+		{"CUCOPY_STAGE_POOL", "65"},
+		{"CUCOPY_STAGE_CPU", "user"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {

@@ -351,6 +351,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
+	req.StageMin = i.stage.min
 	for {
 		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
@@ -387,6 +388,10 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 		case cudadrv.CopyQueued:
 			i.queuePiece(req, op, first, more[:req.Taken])
 			return st, nil
+		case cudadrv.CopyNeedStage: // large and pageable: staged here (stage.go), done when it returns
+			if st, err := i.stagePiece(api, req, first); st == cudadrv.CopyDone || err != nil {
+				return st, err
+			}
 		case cudadrv.CopyOutOfRange:
 			which, addr := "source", req.Src
 			if req.Side == 1 {

@@ -105,6 +105,8 @@ type Iface struct {
 
 	est *estimator // the performance model's topology and calibrations (estimate.go)
 
+	stage stager // pageable staging and its bounce buffers (stage.go)
+
 	counters     ifaceCounters // stats.go
 	statsPrinted bool
 	goAtOpen     [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
@@ -147,6 +149,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		serial:  ifaceSerials.Add(1),
 		est:     newEstimator(c.cfg),
 	}
+	i.stage.init(c.cfg.Stage)
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	i.runs = c.cfg.IOVBatch != IOVBatchOff
 	if c.cfg.IOVBatch == IOVBatchLoop {

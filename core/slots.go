@@ -302,6 +302,7 @@ func (i *Iface) releaseSlot(s int) []error {
 		}
 	}
 	i.endQueued(s, pieces, true) // their streams were synchronized
+	i.stageRetire(s, true)       // before the primary retain goes
 	if errs := i.destroyResources(s); len(errs) > 0 {
 		return errs
 	}
@@ -366,6 +367,7 @@ func (i *Iface) dropSlot(s int, st Status) {
 	r := &i.res[s]
 	i.hideSlot(s)
 	pieces := i.endQueued(s, st, false)
+	i.stageRetire(s, false)
 	logf(LogInfo, "context id %d of device %d ended (reset, or the driver deinitialized): %d piece(s) in flight canceled, its streams and events dropped without driver calls", r.id, r.device, pieces)
 	if r.ownsPrimary {
 		// Allowed after a reset: "it is safe ... to call cuDevicePrimaryCtxRelease() even after resetting".

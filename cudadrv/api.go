@@ -16,6 +16,7 @@
 // compile-time agreement with the C structs. C: cd_shim.h declares what Go
 // calls; cd_load.c loads the driver; cd_copy.c is the copy hot path,
 // cd_progress.c progress and arm, cd_cold.c and cd_mem.c the cold calls;
+// stage.go and cd_stage.c the step of pageable staging (core/stage.go);
 // nvml.go and cd_nvml.c the NVLinks of the performance model, from NVML
 // loaded with dlopen (not the driver: no entry point of the table).
 package cudadrv
@@ -168,4 +169,11 @@ type Interface interface {
 	Arm(inc Incarnation, stream Stream, head Event, fd int) (busy bool, err error)
 	// Gone reports whether the incarnation ended (see Incarnation).
 	Gone(inc Incarnation) bool
+
+	// StageStep is one step of a copy the core stages through its pinned
+	// bounce buffers (CopyNeedStage; core/stage.go), in ctx (pushed if not
+	// current): with wait, synchronize stream first; then, with n > 0,
+	// enqueue the copy of n bytes from src to dst on it. An enqueue that
+	// fails synchronizes the stream: nothing stays in flight on an error.
+	StageStep(ctx Context, stream Stream, wait bool, dst, src, n uint64) error
 }

@@ -205,7 +205,9 @@ typedef struct cd_run {
     const cd_piece *more;
     int32_t n;
     int32_t blocking; /* a piece has pageable host memory: the enqueue may block */
+    int32_t stage;    /* the piece goes to the library's staging (CD_COPY_NEED_STAGE) */
     struct cd_memcpy_attr attr;
+    uint64_t stage_min; /* cd_copy_op.stage_min */
 } cd_run;
 
 /* Host memory CUDA does not know: a copy from or to it is staged by the
@@ -268,6 +270,8 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
         }
         if (k != kind || c != ctx || pc != peer)
             return;
+        if (run->stage_min != 0 && p->len >= run->stage_min && (cd_pageable(&s) || cd_pageable(&d)))
+            return; /* staged by its own call */
         run->blocking |= cd_pageable(&s) || cd_pageable(&d);
     }
 }
@@ -343,6 +347,8 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
         op->taken = run->n; /* where the piece and its run would go; nothing issued */
         return CD_COPY_PLANNED;
     }
+    if (run->stage)
+        return CD_COPY_NEED_STAGE; /* Go stages it on this stream (copy.go, step 7) */
     /* A zcopy whose enqueue may block detaches (copy.go, step 8): it never
      * joins (progress may query that entry meanwhile) and takes the event. */
     int detach = *locked && !sync && run->blocking;
@@ -478,8 +484,9 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     /* The run is found before the slot's lock is taken: its pointer queries
      * cost about as much as the issue itself. */
-    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), {0}};
-    if (!(op->flags & CD_COPY_SYNC) && nmore > 0)
+    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min};
+    run.stage = run.blocking && op->stage_min != 0 && op->len >= op->stage_min;
+    if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);

@@ -117,7 +117,8 @@ enum {
     CD_COPY_STALE = 11,
     CD_COPY_NEED_FENCE = 12,
     CD_COPY_PLANNED = 13,
-    CD_COPY_STALE_MEMH = 14
+    CD_COPY_STALE_MEMH = 14,
+    CD_COPY_NEED_STAGE = 15
 };
 
 /* A range classified once, by a memory handle (cudadrv.MemDesc): what
@@ -163,6 +164,7 @@ typedef struct cd_copy_op {
     uintptr_t event;
     uintptr_t seen_primary;
     cd_err err;
+    uint64_t stage_min; /* in: NEED_STAGE from this length on (pageable host memory); 0 off */
 } cd_copy_op;
 
 /* A piece that may join the run of cd_copy's (cudadrv.Piece). */
@@ -272,5 +274,9 @@ int cd_mem_alloc(uintptr_t ctx, int32_t kind, uint64_t bytes, uint64_t *ptr, cd_
 int cd_mem_free(uintptr_t ctx, int32_t kind, uint64_t ptr, cd_err *err);
 int cd_host_register(uintptr_t ctx, uint64_t ptr, uint64_t bytes, cd_err *err);
 int cd_host_unregister(uintptr_t ctx, uint64_t ptr, cd_err *err);
+
+/* One step of a copy staged through pinned bounce buffers (cd_stage.c). */
+int cd_stage_step(uintptr_t ctx, uintptr_t stream, int32_t wait, uint64_t dst, uint64_t src,
+                  uint64_t len, cd_err *err);
 
 #endif

@@ -72,6 +72,12 @@ package cudadrv
 //     batch's location hints could not be given for it), crossing its
 //     allocation's end or failing to classify (the piece's own call
 //     reports that), at most CD_MAX_RUN in all. Taken says how many.
+//     Staging: a piece (zcopy or short) of at least StageMin bytes (not 0)
+//     with pageable host memory is CopyNeedStage after the fence and plan
+//     checks (before the event): nothing is issued, Taken is 0, the lock
+//     is released and the caller stages the piece itself through pinned
+//     bounce buffers on Stream[Kind] (core/stage.go, StageStep). A run
+//     stops before such a piece: its own call stages it.
 //  8. Issue: push the context if it is not current, cuMemcpyAsync on
 //     Stream[Kind] (a run: one cuMemcpyBatchAsync where the driver has it
 //     and CopyRunLoop is not set, else one cuMemcpyAsync per piece; the
@@ -169,6 +175,7 @@ const (
 	CopyNeedFence   CopyStatus = C.CD_COPY_NEED_FENCE   // Stream[Kind] of slot Slot must wait for a fence first (Slot.Fence)
 	CopyPlanned     CopyStatus = C.CD_COPY_PLANNED      // CopyPlan: Slot, Kind and Taken say where it would go
 	CopyStaleMemh   CopyStatus = C.CD_COPY_STALE_MEMH   // the memory handle of Side names a primary context reset since
+	CopyNeedStage   CopyStatus = C.CD_COPY_NEED_STAGE   // StageMin: the caller stages the piece on Stream[Kind] of Slot
 )
 
 // CallError is a failed driver call as the C side reports it (struct
@@ -206,4 +213,5 @@ type CopyOp struct {
 	Event       Event
 	SeenPrimary Context // CopyNeedPrimary: the primary context found ended, 0 if none was set
 	Err         CallError
+	StageMin    uint64 // in: CopyNeedStage for a piece of at least this length with pageable memory; 0 never
 }

@@ -37,6 +37,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Ctx)-unsafe.Offsetof(C.cd_copy_op{}.ctx)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SeenPrimary)-unsafe.Offsetof(C.cd_copy_op{}.seen_primary)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Err)-unsafe.Offsetof(C.cd_copy_op{}.err)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.StageMin)-unsafe.Offsetof(C.cd_copy_op{}.stage_min)]
 	_ = [1]struct{}{}[unsafe.Sizeof(CallError{})-C.sizeof_cd_err]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SrcMem)-unsafe.Offsetof(C.cd_copy_op{}.src_mem)]
 	_ = [1]struct{}{}[unsafe.Sizeof(Piece{})-C.sizeof_cd_piece]

@@ -72,6 +72,23 @@ func cases() []copyCase {
 	h2dAt := func(e *env, off uint64) cudadrv.Piece {
 		return cudadrv.Piece{Src: e.h0 + off, Dst: e.d0a + off, Len: 64}
 	}
+	// staged: an H2D piece (pageable h0, or pinned p0, -> d0a) with
+	// StageMin and flags on a full slot 0, with an H2D piece after it.
+	staged := func(stageMin uint64, flags uint32, pinned, withMore bool) func(r *run) outcome {
+		return func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.StageMin, op.Flags = stageMin, flags
+			if pinned {
+				op.Src = r.p0
+			}
+			var more []cudadrv.Piece
+			if withMore {
+				more = append(more, h2dAt(r.env, 64))
+			}
+			return r.copyRun(op, more)
+		}
+	}
 	queuedRun := func(taken int32) outcome {
 		return with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event, o.Taken = "ev0", taken })
 	}
@@ -360,6 +377,37 @@ func cases() []copyCase {
 			op.Lane = 1
 			return r.copy(op)
 		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Slot, o.Event = 1, "ev1" })},
+
+		// Staging (copy.go, step 7): a pageable piece of at least StageMin
+		// bytes is the caller's to stage, after the stream and fence checks
+		// and before the event; nothing issued, no lock held.
+		{name: "stage/pageable-at-min", run: staged(64, 0, false, false), want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
+		{name: "stage/below-min", run: staged(65, 0, false, false), want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "stage/pinned-never", run: staged(1, 0, true, false), want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "stage/d2h-no-event-needed", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindD2H] = r.stream(r.ctx[0])
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 64, StageMin: 64})
+		}, want: at0(cudadrv.CopyNeedStage, cudadrv.KindD2H)},
+		{name: "stage/after-need-stream", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0)
+			op := h2d(r.env)
+			op.StageMin = 64
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedStream, cudadrv.KindH2D)},
+		{name: "stage/short", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindShort] = r.stream(r.ctx[0])
+			op := h2d(r.env)
+			op.Flags, op.StageMin = cudadrv.CopyLock|cudadrv.CopySync, 64
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedStage, cudadrv.KindShort)},
+		{name: "stage/lock-released", run: staged(64, cudadrv.CopyLock, false, false), want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
+		{name: "stage/first-takes-no-run", run: staged(64, 0, false, true), want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
+		{name: "stage/run-stops-before", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.Src, op.Len, op.StageMin = r.p0, 32, 64
+			return r.copyRun(op, []cudadrv.Piece{{Src: r.p0 + 32, Dst: r.d0a + 32, Len: 32}, {Src: r.h0 + 64, Dst: r.d0a + 64, Len: 64}})
+		}, want: queuedRun(1)},
 
 		// Runs: the later pieces that go with a zcopy piece (copy.go, step 7).
 		{name: "run/three-h2d", run: running(func(e *env) []cudadrv.Piece { return []cudadrv.Piece{h2dAt(e, 64), h2dAt(e, 128)} }),

@@ -132,9 +132,10 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 
 // extendRun is cd_extend_run: how many pieces of more run with a piece of
 // (kind, ctx, peer) whose buffers are src and dst, and whether one of those
-// has pageable memory.
+// has pageable memory. The run stops before a piece its own call stages
+// (op.StageMin).
 func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cudadrv.CopyOp, src, dst *mem, primary []cudadrv.Context, kind int32, ctx, peer cudadrv.Context) (n int, pageable bool) {
-	ndevices := op.NDevices
+	ndevices, stageMin := op.NDevices, op.StageMin
 	if src.managed || dst.managed {
 		return 0, false
 	}
@@ -168,6 +169,9 @@ func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cud
 			}
 		}
 		if k != kind || c != ctx || pc != peer {
+			return n, pageable
+		}
+		if stageMin != 0 && p.Len >= stageMin && (s.pageable() || t.pageable()) {
 			return n, pageable
 		}
 		pageable = pageable || s.pageable() || t.pageable()
@@ -282,7 +286,8 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	}
 	sync := op.Flags&cudadrv.CopySync != 0
 	run, blocking := 0, src.pageable() || dst.pageable()
-	if !sync && len(more) > 0 {
+	stage := blocking && op.StageMin != 0 && op.Len >= op.StageMin
+	if !sync && len(more) > 0 && !stage {
 		runPeer := cudadrv.Context(0)
 		if kind == cudadrv.KindPeer {
 			runPeer = peer
@@ -344,6 +349,9 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if !sync && op.Flags&cudadrv.CopyPlan != 0 {
 		op.Taken = int32(run)
 		return cudadrv.CopyPlanned
+	}
+	if stage {
+		return cudadrv.CopyNeedStage // the caller stages it (core/stage.go)
 	}
 	// Step 8 of the protocol: a zcopy with pageable memory detaches.
 	detach := *locked && !sync && blocking

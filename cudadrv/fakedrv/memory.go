@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cucopy/cucopy/cudadrv"
 )
 
@@ -40,6 +42,7 @@ type alloc struct {
 	id        uint64 // BUFFER_ID: unique per allocation
 	ctxGen    uint64 // the owning context's incarnation when allocated (memory dies with it)
 	gap       uint64 // the addresses after data that still belong to it
+	foreign   bool   // the caller's own memory, registered (HostRegister): gone at unregistration
 }
 
 // cpu says whether the CPU may touch the allocation's memory.
@@ -114,7 +117,7 @@ func (d *Driver) Pageable(n int) uint64 {
 
 func (d *Driver) find(addr uint64) *alloc {
 	for _, a := range d.allocs { // an address in the gap after an allocation belongs to it
-		if addr >= a.base && addr < a.base+uint64(len(a.data))+a.gap {
+		if addr >= a.base && addr < a.base+uint64(len(a.data))+a.gap && !d.vanished(a) {
 			return a
 		}
 	}
@@ -218,7 +221,9 @@ func (d *Driver) MemFree(ctx cudadrv.Context, kind cudadrv.MemKind, ptr uint64) 
 	return result("cuMemFree", ErrInvalidValue)
 }
 
-// HostRegister is cd_host_register over memory from Pageable.
+// HostRegister is cd_host_register over memory from Pageable, or over
+// memory the caller mapped itself (core's staging pool): that must be
+// mapped (mincore), and is known to the fake until it is unregistered.
 func (d *Driver) HostRegister(ctx cudadrv.Context, ptr, bytes uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -227,6 +232,8 @@ func (d *Driver) HostRegister(ctx cudadrv.Context, ptr, bytes uint64) error {
 	}
 	a := d.find(ptr)
 	switch {
+	case a == nil && d.registerForeign(ctx, ptr, bytes):
+		return nil
 	case a == nil:
 		return result("cuMemHostRegister", ErrInvalidValue)
 	case a.typ != 0:
@@ -240,10 +247,69 @@ func (d *Driver) HostRegister(ctx cudadrv.Context, ptr, bytes uint64) error {
 func (d *Driver) HostUnregister(ctx cudadrv.Context, ptr uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if c := d.ctxs[ctx]; c == nil || !c.alive {
+		return d.violate(ErrContextDestroyed, "HostUnregister of 0x%x under dead or unknown context 0x%x", ptr, ctx)
+	}
 	a := d.find(ptr)
 	if a == nil || a.typ != memTypeHost || a.base != ptr {
 		return result("cuMemHostUnregister", cudadrv.ErrorHostMemoryNotRegistered)
 	}
 	a.typ, a.ctx, a.dev = 0, 0, -1
+	if a.foreign { // the caller's memory again: unknown to the driver
+		for k, b := range d.allocs {
+			if b == a {
+				d.allocs = append(d.allocs[:k], d.allocs[k+1:]...)
+				break
+			}
+		}
+	}
 	return nil
+}
+
+// vanished says whether a is a registration of the caller's memory whose
+// context incarnation ended: it went with it, the memory is the caller's
+// again (and may be unmapped).
+func (d *Driver) vanished(a *alloc) bool {
+	c := d.ctxs[a.ctx]
+	return a.foreign && (c == nil || !c.alive || c.id != a.ctxGen)
+}
+
+// Foreign counts the live registrations of memory the fake did not hand
+// out (HostRegister).
+func (d *Driver) Foreign() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, a := range d.allocs {
+		if a.foreign && !d.vanished(a) {
+			n++
+		}
+	}
+	return n
+}
+
+// registerForeign records [ptr, +bytes), memory the fake did not hand out,
+// as registered host memory of ctx if it is page-aligned and mapped.
+func (d *Driver) registerForeign(ctx cudadrv.Context, ptr, bytes uint64) bool {
+	page := uint64(unix.Getpagesize())
+	if ptr == 0 || bytes == 0 || ptr%page != 0 {
+		return false
+	}
+	vec := make([]byte, (bytes+page-1)/page)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(ptr), uintptr(bytes), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return false // not mapped
+	}
+	d.nextBuffer++
+	// The address's bits as a pointer (memory Go does not own; go vet's
+	// uintptr-to-pointer check stays quiet).
+	data := unsafe.Slice(*(**byte)(unsafe.Pointer(&ptr)), bytes)
+	kept := d.allocs[:0]
+	for _, a := range d.allocs {
+		if !d.vanished(a) {
+			kept = append(kept, a)
+		}
+	}
+	d.allocs = append(kept, &alloc{base: ptr, data: data,
+		typ: memTypeHost, ctx: ctx, dev: d.ctxs[ctx].dev, id: d.nextBuffer, foreign: true, ctxGen: d.ctxs[ctx].id})
+	return true
 }

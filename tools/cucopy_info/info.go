@@ -100,6 +100,12 @@ func configVars(cfg core.Config, getenv func(string) string) []ConfigVar {
 		{"CUCOPY_LOG_LEVEL", cfg.LogLevel.String(), ""},
 		{"CUCOPY_STATS", fmt.Sprint(cfg.Stats), ""},
 		{"CUCOPY_CALIBRATE", fmt.Sprint(cfg.Calibrate), ""},
+		{"CUCOPY_STAGE", map[bool]string{false: "auto", true: "off"}[cfg.Stage.Off], ""},
+		{"CUCOPY_STAGE_THRESHOLD", fmt.Sprint(cfg.Stage.Threshold), ""},
+		{"CUCOPY_STAGE_CHUNK", fmt.Sprint(cfg.Stage.Chunk), ""},
+		{"CUCOPY_STAGE_THREADS", fmt.Sprint(cfg.Stage.Threads), ""},
+		{"CUCOPY_STAGE_POOL", fmt.Sprint(cfg.Stage.Pool), ""},
+		{"CUCOPY_STAGE_CPU", map[bool]string{false: "kernel", true: "memmove"}[cfg.Stage.Memmove], ""},
 	}
 	for i := range vars {
 		vars[i].Source = src(vars[i].Name)

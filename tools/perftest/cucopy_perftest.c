@@ -1447,6 +1447,18 @@ static void print_header(void)
                "one cuEventRecord); CUCOPY_IOV_BATCH=%s\n",
                opt.iov, opt.iov, opt.iov,
                getenv("CUCOPY_IOV_BATCH") ? getenv("CUCOPY_IOV_BATCH") : "auto");
+    if (opt.hosts & (1u << HOST_PAGEABLE)) {
+        /* The library's settings (docs/configuration.md); unset ones are its defaults. */
+        const char *names[] = {"CUCOPY_STAGE", "CUCOPY_STAGE_THRESHOLD", "CUCOPY_STAGE_CHUNK",
+                               "CUCOPY_STAGE_THREADS", "CUCOPY_STAGE_POOL", "CUCOPY_STAGE_CPU"};
+        printf("# pageable staging (cucopy copies from the threshold on through its pinned "
+               "bounce buffers; raw: the driver's path):");
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+            const char *v = getenv(names[k]);
+            printf(" %s=%s", names[k] + 7, v != NULL && *v != '\0' ? v : "default");
+        }
+        printf("\n");
+    }
     printf("# host memory: pinned = cuMemHostAlloc(PORTABLE), pageable = posix_memalign, "
            "registered = posix_memalign + cucopy_mem_reg (raw runs on the same buffer); "
            "h2d: put, d2h: get\n");
