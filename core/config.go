@@ -14,7 +14,7 @@ type Config struct {
 	DriverPath string   // CUCOPY_CUDA_DRIVER, default "libcuda.so.1"
 	MaxPoll    uint32   // CUCOPY_MAX_POLL, default 16
 	MaxEvents  uint32   // CUCOPY_MAX_EVENTS, default 4096 (per CUDA context)
-	Lanes      uint32   // CUCOPY_LANES, default 4: streams per context and direction on multi-thread ifaces
+	Lanes      uint32   // CUCOPY_LANES, default 16: streams per context and direction on multi-thread ifaces
 	LogLevel   LogLevel // CUCOPY_LOG_LEVEL, default warn
 	Stats      bool     // CUCOPY_STATS: print per-context counters at iface close
 	IOVBatch   IOVBatch // CUCOPY_IOV_BATCH, default auto
@@ -55,7 +55,7 @@ const (
 	DefaultDriverPath = "libcuda.so.1"
 	DefaultMaxPoll    = 16
 	DefaultMaxEvents  = 4096
-	DefaultLanes      = 4
+	DefaultLanes      = 16
 	MaxLanes          = 16
 	MaxIOV            = 64
 	maxEventsLimit    = 1 << 20

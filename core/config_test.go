@@ -26,7 +26,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := core.LoadConfig(env())
 	require.NoError(t, err)
 	assert.Equal(t, core.Config{
-		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 4, LogLevel: core.LogWarn, Stats: false,
+		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 16, LogLevel: core.LogWarn, Stats: false,
 		Stage: core.Stage{Threshold: 4 << 20, Chunk: 8 << 20, Threads: 4, Pool: 4},
 	}, cfg)
 }

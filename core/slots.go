@@ -42,7 +42,7 @@ import (
 // MaxSlots is how many slots, i.e. (CUDA context, lane) pairs, one iface
 // holds resources in at once; a released or ended context's slots are
 // reused.
-const MaxSlots = 128
+const MaxSlots = 256
 
 // ctxResources is one slot's resources beyond cudadrv.Slot. The identity
 // (ctx to dead) changes under mu and the slot's lock, and a live slot dies

@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -250,7 +251,7 @@ func TestContextLimit(t *testing.T) {
 	err := r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots])
 	errStatus(t, core.ErrNoResource, err)
 	assert.Contains(t, err.Error(), "cucopy_iface_release_context")
-	assert.Contains(t, err.Error(), "device 0: 128 slot(s) of contexts the program created (context ids ")
+	assert.Contains(t, err.Error(), fmt.Sprintf("device 0: %d slot(s) of contexts the program created (context ids ", core.MaxSlots))
 	require.NoError(t, r.ifc.ReleaseContext(r.drv.ID(ctxs[5])))
 	require.NoError(t, r.ep.Short(true, uintptr(host), 64, devs[core.MaxSlots]))
 	assert.Equal(t, core.InProgress, r.put(host, devs[core.MaxSlots], 64, 1))
