@@ -12,8 +12,9 @@
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
  *                    Cancel, Request_get_status) and Start/Startall
  *   shim_fortran.c   the Fortran entry points (mpif.h, use mpi, use mpi_f08)
- *                    of all of the above, for MPIs whose Fortran bindings
- *                    call PMPI_* directly (Open MPI 4)
+ *                    of all of the above and of the blocking collectives
+ *                    (shim_coll.c, shim_collv.c), for MPIs whose Fortran
+ *                    bindings call PMPI_* directly (Open MPI 4)
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already

@@ -8,14 +8,16 @@
  *     reach PMPI_*. Every call is defined under the four manglings of mpif.h
  *     / `use mpi` (mpi_send_, mpi_send__, mpi_send, MPI_SEND: aliases of one
  *     function) and the one of `use mpi_f08` (mpi_send_f08_), forwarding to
- *     the MPI's profiling entry points (pmpi_send_, pmpi_send_f08_).
+ *     the MPI's profiling entry points (pmpi_send_, pmpi_send_f08_); the
+ *     blocking collectives instead convert their arguments and call the
+ *     shim's own C wrappers (MPI_Bcast & co., shim_coll.c, shim_collv.c).
  *   SHIM_FORTRAN_F08_COMPLETION (MPICH 4.0): mpif.h and `use mpi` call MPI_*
- *     (the C wrappers see them), and so do the sends and receives of
- *     `use mpi_f08`; but its Init, Init_thread, Finalize, Start(all), Wait*,
- *     Test*, Request_free and Request_get_status call PMPI_* (measured with
- *     objdump). Only those f08 entries are defined, and since MPICH has no
- *     pmpi_*_f08_ names they forward to the MPI's own mpi_*_f08_, the next
- *     definition after the shim.
+ *     (the C wrappers see them), and so do the sends, receives and
+ *     collectives of `use mpi_f08`; but its Init, Init_thread, Finalize,
+ *     Start(all), Wait*, Test*, Request_free and Request_get_status call
+ *     PMPI_* (measured with objdump). Only those f08 entries are defined,
+ *     and since MPICH has no pmpi_*_f08_ names they forward to the MPI's own
+ *     mpi_*_f08_, the next definition after the shim.
  *
  * The MPI's function is found with dlsym(RTLD_NEXT) on first use. The MPI therefore still does its own
  * handle conversions, sentinels, LOGICALs and ierror; the wrapper only
@@ -68,19 +70,37 @@ static void set_ierr(fint *ierr, int rc)
         *ierr = (fint)rc;
 }
 
-#if defined(SHIM_FORTRAN_ALL) /* p2p only */
+#if defined(SHIM_FORTRAN_ALL) /* p2p and collectives */
+/* The address of the MPI's Fortran sentinel @p name (a common block of
+ * libmpi), looked up once into @p slot; NULL if the MPI has none. */
+static const void *f_sentinel(const void *_Atomic *slot, _Atomic int *looked, const char *name)
+{
+    if (!atomic_load_explicit(looked, memory_order_acquire)) {
+        atomic_store(slot, dlsym(RTLD_DEFAULT, name));
+        atomic_store_explicit(looked, 1, memory_order_release);
+    }
+    return atomic_load_explicit(slot, memory_order_relaxed);
+}
+
 /* Fortran's MPI_BOTTOM is the address of a common block of the MPI (Open
  * MPI: mpi_fortran_bottom_); the C classification must see C's MPI_BOTTOM. */
 static const void *c_buf(const void *buf)
 {
     static const void *_Atomic bottom;
     static _Atomic int looked;
-    if (!atomic_load_explicit(&looked, memory_order_acquire)) {
-        atomic_store(&bottom, dlsym(RTLD_DEFAULT, "mpi_fortran_bottom_"));
-        atomic_store_explicit(&looked, 1, memory_order_release);
-    }
-    const void *b = atomic_load_explicit(&bottom, memory_order_relaxed);
+    const void *b = f_sentinel(&bottom, &looked, "mpi_fortran_bottom_");
     return b != NULL && buf == b ? MPI_BOTTOM : buf;
+}
+
+/* The same for an argument that may be Fortran's MPI_IN_PLACE (Open MPI:
+ * mpi_fortran_in_place_): C's MPI_IN_PLACE, else as c_buf. Only where Open
+ * MPI's own binding converts it (the send buffer; Scatter's receive buffer). */
+static const void *c_in_place(const void *buf)
+{
+    static const void *_Atomic in_place;
+    static _Atomic int looked;
+    const void *p = f_sentinel(&in_place, &looked, "mpi_fortran_in_place_");
+    return p != NULL && buf == p ? MPI_IN_PLACE : c_buf(buf);
 }
 
 #endif
@@ -794,6 +814,71 @@ static void f_startall(f_startall_fn fn, fint *count, fint *req, fint *ierr)
     f_array_close(&a);
 }
 
+#if defined(SHIM_FORTRAN_ALL) /* the collectives */
+/* ---- blocking collectives ------------------------------------------------------------ */
+
+/*
+ * Open MPI's Fortran collectives call PMPI_* directly too. While the shim is
+ * not active the MPI's own Fortran entry point gets the call unchanged;
+ * otherwise the wrapper converts what Open MPI's binding converts (the
+ * handles, Fortran's MPI_IN_PLACE and MPI_BOTTOM) and calls the shim's C
+ * wrapper (MPI_X of shim_coll.c and shim_collv.c), which classifies, stages
+ * and calls PMPI_X as for a C program: one piece of code decides. A
+ * reduction op made by MPI_Op_create from Fortran goes through
+ * PMPI_Op_f2c, as in Open MPI's own binding; MPI calls the Fortran function
+ * with Fortran arguments, on the staging memory.
+ *
+ * The count and displacement arrays are passed to C as they are, as Open
+ * MPI's binding does where a Fortran INTEGER is a C int.
+ */
+_Static_assert(sizeof(fint) == sizeof(int),
+               "MPI_Fint is not int: the Fortran collectives would need their count arrays "
+               "converted");
+
+#define F_COMM(c) PMPI_Comm_f2c(*(c))
+#define F_TYPE(t) PMPI_Type_f2c(*(t))
+#define F_OP(o) PMPI_Op_f2c(*(o))
+
+typedef void (*f_alltoallw_fn)(void *, fint *, fint *, fint *, void *, fint *, fint *, fint *,
+                               fint *, fint *);
+
+/* Alltoallw: the datatype arrays (one per peer: the remote group's size on an
+ * intercommunicator) converted to C; the send types are not significant
+ * with MPI_IN_PLACE and are not read then. */
+static void f_alltoallw(f_alltoallw_fn fn, void *sbuf, fint *scounts, fint *sdispls,
+                        fint *stypes, void *rbuf, fint *rcounts, fint *rdispls, fint *rtypes,
+                        fint *comm, fint *ierr)
+{
+    MPI_Comm c = F_COMM(comm);
+    int n = 0, inter = 0;
+    /* A bad communicator (NULL: not a handle) is MPI's to report. */
+    if (SHIM_LIKELY(!shim_active()) || c == NULL || c == MPI_COMM_NULL ||
+        PMPI_Comm_test_inter(c, &inter) != MPI_SUCCESS ||
+        (inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) != MPI_SUCCESS) {
+        fn(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, ierr);
+        return;
+    }
+    /* Both arrays in one allocation per call (as Open MPI's own binding). */
+    MPI_Datatype *t = malloc(sizeof *t * 2 * ((size_t)n + 1));
+    if (t == NULL) {
+        set_ierr(ierr, shim_error(c, MPI_ERR_NO_MEM, "MPI_Alltoallw",
+                                  "no memory for the datatype arrays"));
+        return;
+    }
+    const void *s = c_in_place(sbuf);
+    MPI_Datatype *st = s == MPI_IN_PLACE ? NULL : t, *rt = t + n;
+    for (int i = 0; i < n; i++) {
+        rt[i] = PMPI_Type_f2c(rtypes[i]);
+        if (st != NULL)
+            st[i] = PMPI_Type_f2c(stypes[i]);
+    }
+    set_ierr(ierr, MPI_Alltoallw(s, scounts, sdispls, st, (void *)c_buf(rbuf), rcounts, rdispls,
+                                 rt, c));
+    free(t);
+}
+
+#endif
+
 /* ---- the entry points ---------------------------------------------------------------------- */
 
 /*
@@ -937,3 +1022,112 @@ COMPLETION_ENTRY(mpi_testsome, MPI_TESTSOME,
       (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
       f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
                  ierr))
+
+/*
+ * The blocking collectives (Open MPI: they call PMPI_*; MPICH 4.0's call
+ * MPI_*, which the C wrappers catch: none here). COLL_ENTRY(lower, UPPER,
+ * params, args, C call): the MPI's Fortran entry point with @p args while the
+ * shim is not active, else the C call (the shim's MPI_X) into *ierr.
+ */
+#if defined(SHIM_FORTRAN_ALL)
+#define COLL_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                       \
+    P2P_ENTRY(lower, UPPER, PARAMS,                                          \
+              if (SHIM_LIKELY(!shim_active())) ((void (*) PARAMS)NEXT) ARGS; \
+              else set_ierr(ierr, C_CALL))
+
+#define IN_PLACE_ARG(b) ((void *)c_in_place(b))
+#define BUF_ARG(b) ((void *)c_buf(b))
+
+COLL_ENTRY(mpi_bcast, MPI_BCAST,
+           (void *buf, fint *count, fint *dt, fint *root, fint *comm, fint *ierr),
+           (buf, count, dt, root, comm, ierr),
+           MPI_Bcast(BUF_ARG(buf), *count, F_TYPE(dt), *root, F_COMM(comm)))
+COLL_ENTRY(mpi_reduce, MPI_REDUCE,
+           (void *sbuf, void *rbuf, fint *count, fint *dt, fint *op, fint *root, fint *comm,
+            fint *ierr),
+           (sbuf, rbuf, count, dt, op, root, comm, ierr),
+           MPI_Reduce(IN_PLACE_ARG(sbuf), BUF_ARG(rbuf), *count, F_TYPE(dt), F_OP(op), *root,
+                      F_COMM(comm)))
+COLL_ENTRY(mpi_reduce_local, MPI_REDUCE_LOCAL,
+           (void *inbuf, void *inoutbuf, fint *count, fint *dt, fint *op, fint *ierr),
+           (inbuf, inoutbuf, count, dt, op, ierr),
+           MPI_Reduce_local(BUF_ARG(inbuf), BUF_ARG(inoutbuf), *count, F_TYPE(dt), F_OP(op)))
+
+#define REDUCE_ALL_PARAMS \
+    (void *sbuf, void *rbuf, fint *count, fint *dt, fint *op, fint *comm, fint *ierr)
+#define REDUCE_ALL_ENTRY(lower, UPPER, CALL)                                             \
+    COLL_ENTRY(lower, UPPER, REDUCE_ALL_PARAMS, (sbuf, rbuf, count, dt, op, comm, ierr), \
+               CALL(IN_PLACE_ARG(sbuf), BUF_ARG(rbuf), *count, F_TYPE(dt), F_OP(op),     \
+                    F_COMM(comm)))
+REDUCE_ALL_ENTRY(mpi_allreduce, MPI_ALLREDUCE, MPI_Allreduce)
+REDUCE_ALL_ENTRY(mpi_scan, MPI_SCAN, MPI_Scan)
+REDUCE_ALL_ENTRY(mpi_exscan, MPI_EXSCAN, MPI_Exscan)
+REDUCE_ALL_ENTRY(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK, MPI_Reduce_scatter_block)
+COLL_ENTRY(mpi_reduce_scatter, MPI_REDUCE_SCATTER,
+           (void *sbuf, void *rbuf, fint *counts, fint *dt, fint *op, fint *comm, fint *ierr),
+           (sbuf, rbuf, counts, dt, op, comm, ierr),
+           MPI_Reduce_scatter(IN_PLACE_ARG(sbuf), BUF_ARG(rbuf), counts, F_TYPE(dt), F_OP(op),
+                              F_COMM(comm)))
+
+#define GATHER_PARAMS                                                              \
+    (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcount, fint *rtype, \
+     fint *root, fint *comm, fint *ierr)
+#define GATHER_ARGS (sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr)
+COLL_ENTRY(mpi_gather, MPI_GATHER, GATHER_PARAMS, GATHER_ARGS,
+           MPI_Gather(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), *rcount,
+                      F_TYPE(rtype), *root, F_COMM(comm)))
+COLL_ENTRY(mpi_scatter, MPI_SCATTER, GATHER_PARAMS, GATHER_ARGS,
+           MPI_Scatter(BUF_ARG(sbuf), *scount, F_TYPE(stype), IN_PLACE_ARG(rbuf), *rcount,
+                       F_TYPE(rtype), *root, F_COMM(comm)))
+
+#define ALLGATHER_PARAMS                                                           \
+    (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcount, fint *rtype, \
+     fint *comm, fint *ierr)
+#define ALLGATHER_ENTRY(lower, UPPER, CALL)                                             \
+    COLL_ENTRY(lower, UPPER, ALLGATHER_PARAMS,                                          \
+               (sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr),                  \
+               CALL(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), *rcount, \
+                    F_TYPE(rtype), F_COMM(comm)))
+ALLGATHER_ENTRY(mpi_allgather, MPI_ALLGATHER, MPI_Allgather)
+ALLGATHER_ENTRY(mpi_alltoall, MPI_ALLTOALL, MPI_Alltoall)
+
+COLL_ENTRY(mpi_gatherv, MPI_GATHERV,
+           (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcounts, fint *displs,
+            fint *rtype, fint *root, fint *comm, fint *ierr),
+           (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr),
+           MPI_Gatherv(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), rcounts,
+                       displs, F_TYPE(rtype), *root, F_COMM(comm)))
+COLL_ENTRY(mpi_scatterv, MPI_SCATTERV,
+           (void *sbuf, fint *scounts, fint *displs, fint *stype, void *rbuf, fint *rcount,
+            fint *rtype, fint *root, fint *comm, fint *ierr),
+           (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr),
+           MPI_Scatterv(BUF_ARG(sbuf), scounts, displs, F_TYPE(stype), IN_PLACE_ARG(rbuf),
+                        *rcount, F_TYPE(rtype), *root, F_COMM(comm)))
+COLL_ENTRY(mpi_allgatherv, MPI_ALLGATHERV,
+           (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcounts, fint *displs,
+            fint *rtype, fint *comm, fint *ierr),
+           (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr),
+           MPI_Allgatherv(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), rcounts,
+                          displs, F_TYPE(rtype), F_COMM(comm)))
+COLL_ENTRY(mpi_alltoallv, MPI_ALLTOALLV,
+           (void *sbuf, fint *scounts, fint *sdispls, fint *stype, void *rbuf, fint *rcounts,
+            fint *rdispls, fint *rtype, fint *comm, fint *ierr),
+           (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr),
+           MPI_Alltoallv(IN_PLACE_ARG(sbuf), scounts, sdispls, F_TYPE(stype), BUF_ARG(rbuf),
+                         rcounts, rdispls, F_TYPE(rtype), F_COMM(comm)))
+P2P_ENTRY(mpi_alltoallw, MPI_ALLTOALLW,
+          (void *sbuf, fint *scounts, fint *sdispls, fint *stypes, void *rbuf, fint *rcounts,
+           fint *rdispls, fint *rtypes, fint *comm, fint *ierr),
+          f_alltoallw((f_alltoallw_fn)NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts,
+                      rdispls, rtypes, comm, ierr))
+
+/*
+ * Not here: the nonblocking collectives (MPI_Ibcast & co., shim_icoll.c in C).
+ * Their Fortran entries would convert the same way, call the C MPI_Ix and
+ * write back PMPI_Request_c2f of its request (the C wrapper records the
+ * staging in the request table, which the Fortran completion calls above
+ * already consult), with one more point: the converted arrays of
+ * Alltoallw (and any counts converted for a non-int MPI_Fint) must live
+ * until the request completes, so they would belong to the record.
+ */
+#endif
