@@ -9,6 +9,8 @@
  *                    records (Request_free), finishing a record
  *   shim_p2p.c       MPI_Init*, MPI_Finalize, blocking, nonblocking, matched
  *                    and persistent (*_init) point-to-point
+ *   shim_coll.c      blocking collectives, and what each collective stages
+ *                    (shim_coll_*: shared with the nonblocking ones)
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
  *                    Cancel, Request_get_status) and Start/Startall
  *   shim_fortran.c   the Fortran entry points (mpif.h, use mpi, use mpi_f08)
@@ -32,6 +34,14 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define SHIM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SHIM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* An MPI-4 library (MPICH 4) has the large-count MPI_X_c calls: the wrappers
+ * are made once more for them, from the same macros. */
+#if MPI_VERSION >= 4
+#define SHIM_LARGE_COUNT 1
+#else
+#define SHIM_LARGE_COUNT 0
+#endif
 
 /* ---- state: is the shim doing anything in this process? ------------------- */
 
@@ -124,6 +134,169 @@ void shim_release(struct shim_buf *b);
  * @p call ("cucopy_mpi: MPI_Send: ..."), through MPI_Comm_call_errhandler.
  * Returns the error code (of class @p errclass). */
 int shim_error(MPI_Comm comm, int errclass, const char *call, const char *what);
+
+/* ---- collectives: what one call stages (shim_coll.c) ---------------------- */
+
+/* One collective call: up to two staged buffers. */
+struct shim_coll {
+    const char *call;
+    MPI_Comm comm;
+    int inter; /* an intercommunicator: classify only, refuse device buffers */
+    int rank, size;
+    int root;         /* this rank is the root of a rooted call */
+    struct shim_buf b[2];
+    int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */
+    size_t out[2];    /* bytes MPI writes from the start of the buffer */
+    MPI_Count ext[2]; /* the datatype's extent */
+};
+
+/*
+ * The staging decisions of one collective, shared by the blocking wrappers
+ * (shim_coll.c) and the nonblocking ones (shim_icoll.c): each buffer the
+ * standard makes significant on this rank is classified, a device one staged
+ * (what MPI reads copied in now, synchronously). MPI_SUCCESS: c describes the
+ * staging, and when shim_coll_staged(c) is 0 the call goes to PMPI with the
+ * user's arguments. Otherwise an error code already raised on @p comm,
+ * nothing held. @p call names the call in messages.
+ */
+int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
+                    MPI_Datatype dt, int root, MPI_Comm comm);
+/* Allreduce and Scan. */
+int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *sendbuf,
+                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Comm comm);
+int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
+                     MPI_Count count, MPI_Datatype dt, MPI_Comm comm);
+int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
+                     MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm);
+int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *inbuf,
+                           void *inoutbuf, MPI_Count count, MPI_Datatype dt);
+int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const void *sendbuf,
+                                   void *recvbuf, MPI_Count count, MPI_Datatype dt,
+                                   MPI_Comm comm);
+int shim_coll_reduce_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
+                             void *recvbuf, const int counts[], MPI_Datatype dt, MPI_Comm comm);
+#if SHIM_LARGE_COUNT
+int shim_coll_reduce_scatter_c(struct shim_coll *c, const char *call, const void *sendbuf,
+                               void *recvbuf, const MPI_Count counts[], MPI_Datatype dt,
+                               MPI_Comm comm);
+#endif
+int shim_coll_allgather(struct shim_coll *c, const char *call, const void *sendbuf,
+                        MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                        MPI_Datatype rtype, MPI_Comm comm);
+int shim_coll_alltoall(struct shim_coll *c, const char *call, const void *sendbuf,
+                       MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                       MPI_Datatype rtype, MPI_Comm comm);
+int shim_coll_gather(struct shim_coll *c, const char *call, const void *sendbuf,
+                     MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                     MPI_Datatype rtype, int root, MPI_Comm comm);
+int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                      MPI_Datatype rtype, int root, MPI_Comm comm);
+
+/* 1 when a buffer of @p c is staged. */
+int shim_coll_staged(const struct shim_coll *c);
+/* The pointer PMPI gets for buffer @p i (the user's @p buf when not staged). */
+void *shim_coll_arg(const struct shim_coll *c, int i, const void *buf);
+/* After a blocking call's PMPI returned @p rc: copy back what MPI wrote (when
+ * it succeeded), release the staging memory. The call's result. */
+int shim_coll_end(struct shim_coll *c, int rc);
+/* Release the staging memory (PMPI failed, nothing to copy back). */
+void shim_coll_release(struct shim_coll *c);
+
+/*
+ * The collective wrappers that have blocking, nonblocking and persistent
+ * forms, from one list: the blocking MPI_X (shim_coll.c: PFX and MID empty),
+ * the nonblocking MPI_IX (shim_icoll.c: PFX I, XP ", MPI_Request *req", XA
+ * ", req") and the persistent MPI_X_init (MID _init, an MPI_Info info before
+ * the request). RUN(PREP, USER, HOST): the wrapper's body, given the call's
+ * staging (on a struct shim_coll c), PMPI with the user's arguments and PMPI
+ * with the host pointers. SFX, COUNT_T: (empty, int) or (_c, MPI_Count).
+ */
+#define SHIM_COLL_ARG(i, buf) shim_coll_arg(&c, i, buf)
+
+#define SHIM_COLL_FAMILY(PFX, MID, SFX, COUNT_T, RUN, XP, XA)                                   \
+    SHIM_EXPORT int MPI_##PFX##Bcast##MID##SFX(void *buf, COUNT_T count, MPI_Datatype dt,       \
+                                               int root, MPI_Comm comm XP)                      \
+    {                                                                                           \
+        RUN(shim_coll_bcast(&c, "MPI_" #PFX "Bcast" #MID #SFX, buf, count, dt, root, comm),     \
+            PMPI_##PFX##Bcast##MID##SFX(buf, count, dt, root, comm XA),                         \
+            PMPI_##PFX##Bcast##MID##SFX(SHIM_COLL_ARG(0, buf), count, dt, root, comm XA));      \
+    }                                                                                           \
+    SHIM_COLL_REDUCTION(PFX, Allreduce, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_reduce_all)   \
+    SHIM_COLL_REDUCTION(PFX, Scan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_reduce_all)        \
+    SHIM_COLL_REDUCTION(PFX, Exscan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_exscan)          \
+    SHIM_COLL_REDUCTION(PFX, Reduce_scatter_block, MID, SFX, COUNT_T, RUN, XP, XA,              \
+                        shim_coll_reduce_scatter_block)                                         \
+    SHIM_EXPORT int MPI_##PFX##Reduce##MID##SFX(const void *sendbuf, void *recvbuf,             \
+                                                COUNT_T count, MPI_Datatype dt, MPI_Op op,      \
+                                                int root, MPI_Comm comm XP)                     \
+    {                                                                                           \
+        RUN(shim_coll_reduce(&c, "MPI_" #PFX "Reduce" #MID #SFX, sendbuf, recvbuf, count, dt,   \
+                             root, comm),                                                       \
+            PMPI_##PFX##Reduce##MID##SFX(sendbuf, recvbuf, count, dt, op, root, comm XA),       \
+            PMPI_##PFX##Reduce##MID##SFX(SHIM_COLL_ARG(0, sendbuf), SHIM_COLL_ARG(1, recvbuf),  \
+                                         count, dt, op, root, comm XA));                        \
+    }                                                                                           \
+    SHIM_EXPORT int MPI_##PFX##Reduce_scatter##MID##SFX(const void *sendbuf, void *recvbuf,     \
+                                                        const COUNT_T counts[],                 \
+                                                        MPI_Datatype dt, MPI_Op op,             \
+                                                        MPI_Comm comm XP)                       \
+    {                                                                                           \
+        RUN(shim_coll_reduce_scatter##SFX(&c, "MPI_" #PFX "Reduce_scatter" #MID #SFX, sendbuf,  \
+                                          recvbuf, counts, dt, comm),                           \
+            PMPI_##PFX##Reduce_scatter##MID##SFX(sendbuf, recvbuf, counts, dt, op, comm XA),    \
+            PMPI_##PFX##Reduce_scatter##MID##SFX(SHIM_COLL_ARG(0, sendbuf),                     \
+                                                 SHIM_COLL_ARG(1, recvbuf), counts, dt, op,     \
+                                                 comm XA));                                     \
+    }                                                                                           \
+    SHIM_COLL_ALL(PFX, Allgather, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_allgather)          \
+    SHIM_COLL_ALL(PFX, Alltoall, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_alltoall)            \
+    SHIM_COLL_ROOTED(PFX, Gather, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_gather)             \
+    SHIM_COLL_ROOTED(PFX, Scatter, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_scatter)
+
+/* (sendbuf, recvbuf, count, datatype, op, comm): Allreduce, Scan, Exscan,
+ * Reduce_scatter_block. */
+#define SHIM_COLL_REDUCTION(PFX, NAME, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                    \
+    SHIM_EXPORT int MPI_##PFX##NAME##MID##SFX(const void *sendbuf, void *recvbuf,               \
+                                              COUNT_T count, MPI_Datatype dt, MPI_Op op,        \
+                                              MPI_Comm comm XP)                                 \
+    {                                                                                           \
+        RUN(PREP(&c, "MPI_" #PFX #NAME #MID #SFX, sendbuf, recvbuf, count, dt, comm),           \
+            PMPI_##PFX##NAME##MID##SFX(sendbuf, recvbuf, count, dt, op, comm XA),               \
+            PMPI_##PFX##NAME##MID##SFX(SHIM_COLL_ARG(0, sendbuf), SHIM_COLL_ARG(1, recvbuf),    \
+                                       count, dt, op, comm XA));                                \
+    }
+
+/* (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm):
+ * Allgather, Alltoall; with a root before comm: Gather, Scatter. */
+#define SHIM_COLL_ALL(PFX, NAME, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                          \
+    SHIM_EXPORT int MPI_##PFX##NAME##MID##SFX(const void *sendbuf, COUNT_T scount,              \
+                                              MPI_Datatype stype, void *recvbuf,                \
+                                              COUNT_T rcount, MPI_Datatype rtype,               \
+                                              MPI_Comm comm XP)                                 \
+    {                                                                                           \
+        RUN(PREP(&c, "MPI_" #PFX #NAME #MID #SFX, sendbuf, scount, stype, recvbuf, rcount,      \
+                 rtype, comm),                                                                  \
+            PMPI_##PFX##NAME##MID##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype,          \
+                                       comm XA),                                                \
+            PMPI_##PFX##NAME##MID##SFX(SHIM_COLL_ARG(0, sendbuf), scount, stype,                \
+                                       SHIM_COLL_ARG(1, recvbuf), rcount, rtype, comm XA));     \
+    }
+
+#define SHIM_COLL_ROOTED(PFX, NAME, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                       \
+    SHIM_EXPORT int MPI_##PFX##NAME##MID##SFX(const void *sendbuf, COUNT_T scount,              \
+                                              MPI_Datatype stype, void *recvbuf,                \
+                                              COUNT_T rcount, MPI_Datatype rtype, int root,     \
+                                              MPI_Comm comm XP)                                 \
+    {                                                                                           \
+        RUN(PREP(&c, "MPI_" #PFX #NAME #MID #SFX, sendbuf, scount, stype, recvbuf, rcount,      \
+                 rtype, root, comm),                                                            \
+            PMPI_##PFX##NAME##MID##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, root,    \
+                                       comm XA),                                                \
+            PMPI_##PFX##NAME##MID##SFX(SHIM_COLL_ARG(0, sendbuf), scount, stype,                \
+                                       SHIM_COLL_ARG(1, recvbuf), rcount, rtype, root,          \
+                                       comm XA));                                               \
+    }
 
 /* ---- pool ------------------------------------------------------------------ */
 
