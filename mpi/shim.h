@@ -11,6 +11,7 @@
  *                    and persistent (*_init) point-to-point
  *   shim_coll.c      blocking collectives, and what each collective stages
  *                    (shim_coll_*: shared with the nonblocking ones)
+ *   shim_icoll.c     nonblocking collectives (MPI_I*), persistent ones refused
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
  *                    Cancel, Request_get_status) and Start/Startall
  *   shim_fortran.c   the Fortran entry points (mpif.h, use mpi, use mpi_f08)
@@ -205,97 +206,135 @@ void shim_coll_release(struct shim_coll *c);
 
 /*
  * The collective wrappers that have blocking, nonblocking and persistent
- * forms, from one list: the blocking MPI_X (shim_coll.c: PFX and MID empty),
- * the nonblocking MPI_IX (shim_icoll.c: PFX I, XP ", MPI_Request *req", XA
- * ", req") and the persistent MPI_X_init (MID _init, an MPI_Info info before
- * the request). RUN(PREP, USER, HOST): the wrapper's body, given the call's
+ * forms, from one list: the blocking MPI_X (shim_coll.c), the nonblocking
+ * MPI_IX (shim_icoll.c) and the persistent MPI_X_init (shim_icoll.c).
+ * NM(Upper, lower): the call's name (Bcast; I##lower: Ibcast). MID: _init or
+ * empty. SFX, COUNT_T: (empty, int) or (_c, MPI_Count). XP() / XA(): the
+ * parameters / arguments after comm (", MPI_Request *req" / ", req"; empty:
+ * SHIM_NONE). RUN(PREP, USER, HOST): the wrapper's body, given the call's
  * staging (on a struct shim_coll c), PMPI with the user's arguments and PMPI
- * with the host pointers. SFX, COUNT_T: (empty, int) or (_c, MPI_Count).
+ * with the host pointers (SHIM_COLL_ARG).
  */
+#define SHIM_NONE()
+#define SHIM_CAT_(a, b, c, d) a##b##c##d
+#define SHIM_CAT(a, b, c, d) SHIM_CAT_(a, b, c, d)
+#define SHIM_STR_(x) #x
+#define SHIM_STR(x) SHIM_STR_(x)
 #define SHIM_COLL_ARG(i, buf) shim_coll_arg(&c, i, buf)
 
-#define SHIM_COLL_FAMILY(PFX, MID, SFX, COUNT_T, RUN, XP, XA)                                   \
-    SHIM_EXPORT int MPI_##PFX##Bcast##MID##SFX(void *buf, COUNT_T count, MPI_Datatype dt,       \
-                                               int root, MPI_Comm comm XP)                      \
+/* The start of every RUN: the one cached check, the call's staging (PREP, on
+ * a struct shim_coll c), PMPI with the user's arguments when nothing was
+ * staged; after it, c holds the staging and int rc is MPI_SUCCESS. */
+#define SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER) \
+    struct shim_coll c;                       \
+    if (SHIM_LIKELY(!shim_active()))          \
+        return PMPI_CALL_USER;                \
+    int rc = (PREP);                          \
+    if (rc != MPI_SUCCESS)                    \
+        return rc;                            \
+    if (!shim_coll_staged(&c))                \
+        return PMPI_CALL_USER
+
+#define SHIM_COLL_FAMILY(NM, MID, SFX, COUNT_T, RUN, XP, XA)                                    \
+    SHIM_COLL_BCAST(NM, Bcast, bcast, MID, SFX, COUNT_T, RUN, XP, XA)                            \
+    SHIM_COLL_REDUCTION(NM, Allreduce, allreduce, MID, SFX, COUNT_T, RUN, XP, XA,               \
+                        shim_coll_reduce_all)                                                   \
+    SHIM_COLL_REDUCTION(NM, Scan, scan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_reduce_all)   \
+    SHIM_COLL_REDUCTION(NM, Exscan, exscan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_exscan)   \
+    SHIM_COLL_REDUCTION(NM, Reduce_scatter_block, reduce_scatter_block, MID, SFX, COUNT_T, RUN, \
+                        XP, XA, shim_coll_reduce_scatter_block)                                 \
+    SHIM_COLL_REDUCE(NM, Reduce, reduce, MID, SFX, COUNT_T, RUN, XP, XA)                         \
+    SHIM_COLL_REDUCE_SCATTER(NM, Reduce_scatter, reduce_scatter, MID, SFX, COUNT_T, RUN, XP, XA) \
+    SHIM_COLL_ALL(NM, Allgather, allgather, MID, SFX, COUNT_T, RUN, XP, XA,                     \
+                  shim_coll_allgather)                                                          \
+    SHIM_COLL_ALL(NM, Alltoall, alltoall, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_alltoall)   \
+    SHIM_COLL_ROOTED(NM, Gather, gather, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_gather)      \
+    SHIM_COLL_ROOTED(NM, Scatter, scatter, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_scatter)
+
+/* The names of one call: MPI_X (the wrapper), PMPI_X and "MPI_X". */
+#define SHIM_COLL_MPI(NM, U, L, MID, SFX) SHIM_CAT(MPI_, NM(U, L), MID, SFX)
+#define SHIM_COLL_PMPI(NM, U, L, MID, SFX) SHIM_CAT(PMPI_, NM(U, L), MID, SFX)
+#define SHIM_COLL_NAME(NM, U, L, MID, SFX) SHIM_STR(SHIM_COLL_MPI(NM, U, L, MID, SFX))
+
+#define SHIM_COLL_BCAST(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                               \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(void *buf, COUNT_T count, MPI_Datatype dt, \
+                                                      int root, MPI_Comm comm XP())             \
     {                                                                                           \
-        RUN(shim_coll_bcast(&c, "MPI_" #PFX "Bcast" #MID #SFX, buf, count, dt, root, comm),     \
-            PMPI_##PFX##Bcast##MID##SFX(buf, count, dt, root, comm XA),                         \
-            PMPI_##PFX##Bcast##MID##SFX(SHIM_COLL_ARG(0, buf), count, dt, root, comm XA));      \
-    }                                                                                           \
-    SHIM_COLL_REDUCTION(PFX, Allreduce, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_reduce_all)   \
-    SHIM_COLL_REDUCTION(PFX, Scan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_reduce_all)        \
-    SHIM_COLL_REDUCTION(PFX, Exscan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_exscan)          \
-    SHIM_COLL_REDUCTION(PFX, Reduce_scatter_block, MID, SFX, COUNT_T, RUN, XP, XA,              \
-                        shim_coll_reduce_scatter_block)                                         \
-    SHIM_EXPORT int MPI_##PFX##Reduce##MID##SFX(const void *sendbuf, void *recvbuf,             \
-                                                COUNT_T count, MPI_Datatype dt, MPI_Op op,      \
-                                                int root, MPI_Comm comm XP)                     \
-    {                                                                                           \
-        RUN(shim_coll_reduce(&c, "MPI_" #PFX "Reduce" #MID #SFX, sendbuf, recvbuf, count, dt,   \
-                             root, comm),                                                       \
-            PMPI_##PFX##Reduce##MID##SFX(sendbuf, recvbuf, count, dt, op, root, comm XA),       \
-            PMPI_##PFX##Reduce##MID##SFX(SHIM_COLL_ARG(0, sendbuf), SHIM_COLL_ARG(1, recvbuf),  \
-                                         count, dt, op, root, comm XA));                        \
-    }                                                                                           \
-    SHIM_EXPORT int MPI_##PFX##Reduce_scatter##MID##SFX(const void *sendbuf, void *recvbuf,     \
-                                                        const COUNT_T counts[],                 \
-                                                        MPI_Datatype dt, MPI_Op op,             \
-                                                        MPI_Comm comm XP)                       \
-    {                                                                                           \
-        RUN(shim_coll_reduce_scatter##SFX(&c, "MPI_" #PFX "Reduce_scatter" #MID #SFX, sendbuf,  \
-                                          recvbuf, counts, dt, comm),                           \
-            PMPI_##PFX##Reduce_scatter##MID##SFX(sendbuf, recvbuf, counts, dt, op, comm XA),    \
-            PMPI_##PFX##Reduce_scatter##MID##SFX(SHIM_COLL_ARG(0, sendbuf),                     \
-                                                 SHIM_COLL_ARG(1, recvbuf), counts, dt, op,     \
-                                                 comm XA));                                     \
-    }                                                                                           \
-    SHIM_COLL_ALL(PFX, Allgather, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_allgather)          \
-    SHIM_COLL_ALL(PFX, Alltoall, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_alltoall)            \
-    SHIM_COLL_ROOTED(PFX, Gather, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_gather)             \
-    SHIM_COLL_ROOTED(PFX, Scatter, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_scatter)
+        RUN(shim_coll_bcast(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), buf, count, dt, root, comm), \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(buf, count, dt, root, comm XA()),                \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, buf), count, dt, root,          \
+                                               comm XA()));                                     \
+    }
 
 /* (sendbuf, recvbuf, count, datatype, op, comm): Allreduce, Scan, Exscan,
- * Reduce_scatter_block. */
-#define SHIM_COLL_REDUCTION(PFX, NAME, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                    \
-    SHIM_EXPORT int MPI_##PFX##NAME##MID##SFX(const void *sendbuf, void *recvbuf,               \
-                                              COUNT_T count, MPI_Datatype dt, MPI_Op op,        \
-                                              MPI_Comm comm XP)                                 \
+ * Reduce_scatter_block; with a root: Reduce. */
+#define SHIM_COLL_REDUCTION(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                     \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(const void *sendbuf, void *recvbuf,       \
+                                                      COUNT_T count, MPI_Datatype dt,           \
+                                                      MPI_Op op, MPI_Comm comm XP())            \
     {                                                                                           \
-        RUN(PREP(&c, "MPI_" #PFX #NAME #MID #SFX, sendbuf, recvbuf, count, dt, comm),           \
-            PMPI_##PFX##NAME##MID##SFX(sendbuf, recvbuf, count, dt, op, comm XA),               \
-            PMPI_##PFX##NAME##MID##SFX(SHIM_COLL_ARG(0, sendbuf), SHIM_COLL_ARG(1, recvbuf),    \
-                                       count, dt, op, comm XA));                                \
+        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, comm XA()),     \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
+                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op,        \
+                                               comm XA()));                                     \
+    }
+
+#define SHIM_COLL_REDUCE(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                              \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(const void *sendbuf, void *recvbuf,       \
+                                                      COUNT_T count, MPI_Datatype dt,           \
+                                                      MPI_Op op, int root, MPI_Comm comm XP())  \
+    {                                                                                           \
+        RUN(shim_coll_reduce(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count,   \
+                             dt, root, comm),                                                   \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, root,           \
+                                               comm XA()),                                      \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
+                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op, root,  \
+                                               comm XA()));                                     \
+    }
+
+#define SHIM_COLL_REDUCE_SCATTER(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                      \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(const void *sendbuf, void *recvbuf,       \
+                                                      const COUNT_T counts[], MPI_Datatype dt,  \
+                                                      MPI_Op op, MPI_Comm comm XP())            \
+    {                                                                                           \
+        RUN(shim_coll_reduce_scatter##SFX(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,      \
+                                          recvbuf, counts, dt, comm),                           \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, counts, dt, op, comm XA()),    \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
+                                               SHIM_COLL_ARG(1, recvbuf), counts, dt, op,       \
+                                               comm XA()));                                     \
     }
 
 /* (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm):
  * Allgather, Alltoall; with a root before comm: Gather, Scatter. */
-#define SHIM_COLL_ALL(PFX, NAME, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                          \
-    SHIM_EXPORT int MPI_##PFX##NAME##MID##SFX(const void *sendbuf, COUNT_T scount,              \
-                                              MPI_Datatype stype, void *recvbuf,                \
-                                              COUNT_T rcount, MPI_Datatype rtype,               \
-                                              MPI_Comm comm XP)                                 \
+#define SHIM_COLL_ALL(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                           \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf, COUNT_T rcount, \
+        MPI_Datatype rtype, MPI_Comm comm XP())                                                 \
     {                                                                                           \
-        RUN(PREP(&c, "MPI_" #PFX #NAME #MID #SFX, sendbuf, scount, stype, recvbuf, rcount,      \
-                 rtype, comm),                                                                  \
-            PMPI_##PFX##NAME##MID##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype,          \
-                                       comm XA),                                                \
-            PMPI_##PFX##NAME##MID##SFX(SHIM_COLL_ARG(0, sendbuf), scount, stype,                \
-                                       SHIM_COLL_ARG(1, recvbuf), rcount, rtype, comm XA));     \
+        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
+                 rcount, rtype, comm),                                                          \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
+                                               comm XA()),                                      \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount, rtype,        \
+                                               comm XA()));                                     \
     }
 
-#define SHIM_COLL_ROOTED(PFX, NAME, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                       \
-    SHIM_EXPORT int MPI_##PFX##NAME##MID##SFX(const void *sendbuf, COUNT_T scount,              \
-                                              MPI_Datatype stype, void *recvbuf,                \
-                                              COUNT_T rcount, MPI_Datatype rtype, int root,     \
-                                              MPI_Comm comm XP)                                 \
+#define SHIM_COLL_ROOTED(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                        \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf, COUNT_T rcount, \
+        MPI_Datatype rtype, int root, MPI_Comm comm XP())                                       \
     {                                                                                           \
-        RUN(PREP(&c, "MPI_" #PFX #NAME #MID #SFX, sendbuf, scount, stype, recvbuf, rcount,      \
-                 rtype, root, comm),                                                            \
-            PMPI_##PFX##NAME##MID##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, root,    \
-                                       comm XA),                                                \
-            PMPI_##PFX##NAME##MID##SFX(SHIM_COLL_ARG(0, sendbuf), scount, stype,                \
-                                       SHIM_COLL_ARG(1, recvbuf), rcount, rtype, root,          \
-                                       comm XA));                                               \
+        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
+                 rcount, rtype, root, comm),                                                    \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
+                                               root, comm XA()),                                \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount, rtype, root,  \
+                                               comm XA()));                                     \
     }
 
 /* ---- pool ------------------------------------------------------------------ */
@@ -323,9 +362,12 @@ struct shim_rec {
     int persistent;      /* *_init: the record lives until Request_free */
     int active;          /* persistent: started and not completed yet */
     int detached;        /* Request_free'd while active: freed at completion */
+    int coll;            /* a nonblocking collective: buf and buf2, out[] copied back */
     MPI_Comm comm;
     const char *call;
     struct shim_buf buf;
+    struct shim_buf buf2; /* a collective's second buffer (recvbuf) */
+    size_t out[2];        /* a collective: bytes of buf, buf2 MPI writes (0: none) */
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in
@@ -334,6 +376,13 @@ struct shim_rec {
  * *req is MPI_REQUEST_NULL. Returns MPI_SUCCESS or an error code. */
 int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                  const struct shim_buf *b);
+
+/* Record a nonblocking collective whose request PMPI just returned in *req,
+ * on the staging of @p c (shim_coll_*): at completion what MPI wrote into
+ * each staged buffer is copied back (c->out bytes where MPI writes), then the
+ * staging memory is released. Without memory for the record, the request is
+ * completed here, as shim_rec_add does. */
+int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c);
 
 /* Record a persistent request (*_init) just made on staging memory. Without
  * memory for the record, the request is freed and an error returned. */

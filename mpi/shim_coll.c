@@ -324,18 +324,9 @@ int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf
 
 /* ---- the wrappers -------------------------------------------------------------------- */
 
-/* Every wrapper: the one cached check, the call's staging (PREP, on a struct
- * shim_coll c), PMPI with the user's arguments when nothing was staged, else
- * with host pointers, then the copy back. */
+/* A blocking wrapper: the staging, PMPI with host pointers, the copy back. */
 #define COLL_RUN(PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
-    struct shim_coll c;                                \
-    if (SHIM_LIKELY(!shim_active()))                   \
-        return PMPI_CALL_USER;                         \
-    int rc = (PREP);                                   \
-    if (rc != MPI_SUCCESS)                             \
-        return rc;                                     \
-    if (!shim_coll_staged(&c))                         \
-        return PMPI_CALL_USER;                         \
+    SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER);             \
     return shim_coll_end(&c, PMPI_CALL_HOST)
 
 /* Reduce_local has no nonblocking or persistent form. */
@@ -349,10 +340,12 @@ int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf
                                         count, dt, op));                                          \
     }
 
-SHIM_COLL_FAMILY(, , , int, COLL_RUN, , )
+#define COLL_NM(UPPER, LOWER) UPPER
+
+SHIM_COLL_FAMILY(COLL_NM, , , int, COLL_RUN, SHIM_NONE, SHIM_NONE)
 REDUCE_LOCAL_WRAPPER(, int)
 
 #if SHIM_LARGE_COUNT
-SHIM_COLL_FAMILY(, , _c, MPI_Count, COLL_RUN, , )
+SHIM_COLL_FAMILY(COLL_NM, , _c, MPI_Count, COLL_RUN, SHIM_NONE, SHIM_NONE)
 REDUCE_LOCAL_WRAPPER(_c, MPI_Count)
 #endif
