@@ -138,6 +138,38 @@ int shim_error(MPI_Comm comm, int errclass, const char *call, const char *what);
 
 /* ---- collectives: what one call stages (shim_coll.c) ---------------------- */
 
+/* A byte range of a staged buffer, from its first byte. */
+struct shim_piece {
+    size_t off, len;
+};
+
+/* An array argument of a v collective (counts, displacements): int for MPI_X,
+ * MPI_Count or MPI_Aint for MPI_X_c. */
+struct shim_array {
+    const void *p;
+    size_t elem; /* sizeof an element: 4 or 8 */
+};
+#define SHIM_ARRAY(a) ((struct shim_array){(a), sizeof *(a)})
+
+static inline MPI_Count shim_array_at(struct shim_array a, int i)
+{
+    if (a.elem == sizeof(int))
+        return ((const int *)a.p)[i];
+    int64_t v;
+    __builtin_memcpy(&v, (const char *)a.p + (size_t)i * 8, 8);
+    return v;
+}
+
+/* Bytes [off, off + len) of a staged buffer, as a staged buffer of its own. */
+static inline struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len)
+{
+    struct shim_buf part = *b;
+    part.first += off;
+    part.host += off;
+    part.bytes = off >= b->bytes ? 0 : len < b->bytes - off ? len : b->bytes - off;
+    return part;
+}
+
 /* One collective call: up to two staged buffers. */
 struct shim_coll {
     const char *call;
@@ -149,6 +181,10 @@ struct shim_coll {
     int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */
     size_t out[2];    /* bytes MPI writes from the start of the buffer */
     MPI_Count ext[2]; /* the datatype's extent */
+    /* v forms: what MPI writes, block by block (NULL: out[i] bytes from the
+     * start); malloc'd, freed by shim_coll_release or by the request record. */
+    struct shim_piece *pieces[2];
+    int npieces[2];
 };
 
 /*
@@ -193,6 +229,32 @@ int shim_coll_gather(struct shim_coll *c, const char *call, const void *sendbuf,
 int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
                       MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
                       MPI_Datatype rtype, int root, MPI_Comm comm);
+
+/* The v forms: the blocks of a buffer are (counts[q], displs[q]) elements
+ * of its type for q < the group's size; the span from the lowest block to
+ * the end of the highest is staged (read whole when MPI reads it), and only
+ * the blocks are written back to the device, never the holes between them. */
+int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                      struct shim_array rcounts, struct shim_array displs, MPI_Datatype rtype,
+                      int root, MPI_Comm comm);
+int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbuf,
+                       struct shim_array scounts, struct shim_array displs, MPI_Datatype stype,
+                       void *recvbuf, MPI_Count rcount, MPI_Datatype rtype, int root,
+                       MPI_Comm comm);
+int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                         MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                         struct shim_array rcounts, struct shim_array displs,
+                         MPI_Datatype rtype, MPI_Comm comm);
+int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        MPI_Datatype stype, void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, MPI_Datatype rtype, MPI_Comm comm);
+
+/* Copy back to the device what MPI wrote into staged buffer @p b: the
+ * @p npieces pieces, or (pieces NULL) its first @p out bytes. */
+int shim_coll_unstage(const char *call, struct shim_buf *b, size_t out,
+                      const struct shim_piece *pieces, int npieces, MPI_Comm comm);
 
 /* 1 when a buffer of @p c is staged. */
 int shim_coll_staged(const struct shim_coll *c);
@@ -368,6 +430,8 @@ struct shim_rec {
     struct shim_buf buf;
     struct shim_buf buf2; /* a collective's second buffer (recvbuf) */
     size_t out[2];        /* a collective: bytes of buf, buf2 MPI writes (0: none) */
+    struct shim_piece *pieces[2]; /* a v collective: what MPI writes, block by block */
+    int npieces[2];
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in

@@ -15,12 +15,16 @@
  *
  * What each call stages is decided by its shim_coll_X function (shim.h),
  * which the nonblocking wrappers (shim_icoll.c) share; the copy back of a
- * blocking call is shim_coll_end, right after PMPI returns.
+ * blocking call is shim_coll_end, right after PMPI returns. The v forms
+ * (shim_coll_gatherv & co., used by the nonblocking wrappers so far) stage the
+ * span of their blocks and copy back only the blocks (c->pieces).
  *
  * An intercommunicator is passed through when its buffers are host memory;
  * a device buffer on one is refused with MPI_ERR_COMM.
  */
 #include "shim.h"
+
+#include <stdlib.h>
 
 /* ---- one collective call: up to two staged buffers --------------------------------- */
 
@@ -41,6 +45,8 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
     c->b[0].staged = c->b[1].staged = 0;
     c->dir[0] = c->dir[1] = 0;
     c->out[0] = c->out[1] = 0;
+    c->pieces[0] = c->pieces[1] = NULL;
+    c->npieces[0] = c->npieces[1] = 0;
     if (comm == MPI_COMM_NULL)
         return 1;
     if (PMPI_Comm_test_inter(comm, &c->inter) != MPI_SUCCESS ||
@@ -59,8 +65,11 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
 
 void shim_coll_release(struct shim_coll *c)
 {
-    shim_release(&c->b[0]);
-    shim_release(&c->b[1]);
+    for (int i = 0; i < 2; i++) {
+        shim_release(&c->b[i]);
+        free(c->pieces[i]);
+        c->pieces[i] = NULL;
+    }
 }
 /*
  * Stage buffer @p i: @p blocks x @p count elements of @p dt at @p buf,
@@ -126,10 +135,7 @@ static int coll_copy_in_block(struct shim_coll *c, int i, MPI_Count block_elems)
     size_t len = (size_t)block_elems * (size_t)c->ext[i];
     if (off >= b->bytes)
         return MPI_SUCCESS;
-    struct shim_buf part = *b;
-    part.first += off;
-    part.host += off;
-    part.bytes = len < b->bytes - off ? len : b->bytes - off;
+    struct shim_buf part = shim_buf_part(b, off, len);
     int rc = shim_restage(c->call, &part, c->comm);
     if (rc != MPI_SUCCESS)
         shim_coll_release(c);
@@ -138,11 +144,25 @@ static int coll_copy_in_block(struct shim_coll *c, int i, MPI_Count block_elems)
 
 /* After PMPI returned @p rc: copy back what MPI wrote (when it succeeded),
  * release the staging memory. The call's result. */
+int shim_coll_unstage(const char *call, struct shim_buf *b, size_t out,
+                      const struct shim_piece *pieces, int npieces, MPI_Comm comm)
+{
+    if (pieces == NULL)
+        return shim_unstage(call, b, out, comm);
+    int rc = MPI_SUCCESS;
+    for (int k = 0; k < npieces && rc == MPI_SUCCESS; k++) {
+        struct shim_buf part = shim_buf_part(b, pieces[k].off, pieces[k].len);
+        rc = shim_unstage(call, &part, part.bytes, comm);
+    }
+    return rc;
+}
+
 int shim_coll_end(struct shim_coll *c, int rc)
 {
     for (int i = 0; i < 2; i++) {
         if (c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI) && rc == MPI_SUCCESS)
-            rc = shim_unstage(c->call, &c->b[i], c->out[i], c->comm);
+            rc = shim_coll_unstage(c->call, &c->b[i], c->out[i], c->pieces[i], c->npieces[i],
+                                   c->comm);
     }
     shim_coll_release(c);
     return rc;
@@ -320,6 +340,132 @@ int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf
     if (!(c->inter && c->root))
         STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount));
     return MPI_SUCCESS;
+}
+
+/* ---- the v forms ------------------------------------------------------------------ */
+
+/*
+ * Stage buffer @p i of a v form: the span of the blocks (counts[q], displs[q])
+ * of @p dt, q < the group's size, copied in whole for SHIM_TO_MPI (with
+ * @p in_block >= 0: only that block, the MPI_IN_PLACE input of Allgatherv);
+ * for SHIM_FROM_MPI the blocks but @p skip are what MPI writes (c->pieces).
+ * On an intercommunicator only the first element is classified.
+ */
+static int coll_stage_v(struct shim_coll *c, int i, const void *buf, struct shim_array counts,
+                        struct shim_array displs, MPI_Datatype dt, int dir, int in_block,
+                        int skip)
+{
+    c->b[i].staged = 0;
+    c->dir[i] = dir;
+    if (buf == MPI_IN_PLACE)
+        return MPI_SUCCESS;
+    if (c->inter)
+        return coll_stage(c, i, buf, 1, 1, dt, 0, 0);
+    const MPI_Count limit = (MPI_Count)1 << 62;
+    MPI_Count lo = limit, hi = -limit;
+    for (int q = 0; q < c->size; q++) {
+        MPI_Count n = shim_array_at(counts, q), d = shim_array_at(displs, q);
+        if (n < 0 || n > limit || d > limit || d < -limit)
+            return MPI_SUCCESS; /* MPI's to report */
+        if (n > 0) {
+            lo = d < lo ? d : lo;
+            hi = d + n > hi ? d + n : hi;
+        }
+    }
+    MPI_Count tlb = 0, ext = 0;
+    if (hi <= lo || PMPI_Type_get_extent_x(dt, &tlb, &ext) != MPI_SUCCESS || ext <= 0)
+        return MPI_SUCCESS;
+    int copy_all = (dir & SHIM_TO_MPI) && in_block < 0;
+    int rc = coll_stage(c, i, (const char *)buf + lo * ext, 1, hi - lo, dt,
+                        copy_all ? dir : dir & ~SHIM_TO_MPI, 0);
+    if (rc != MPI_SUCCESS || !c->b[i].staged)
+        return rc;
+    struct shim_buf *b = &c->b[i];
+    b->tlb += (MPI_Aint)(lo * ext); /* PMPI gets the address of displacement 0 */
+    size_t per = b->bytes / (size_t)(hi - lo);
+    if (in_block >= 0 && shim_array_at(counts, in_block) > 0) {
+        struct shim_buf part =
+            shim_buf_part(b, (size_t)(shim_array_at(displs, in_block) - lo) * per,
+                          (size_t)shim_array_at(counts, in_block) * per);
+        rc = shim_restage(c->call, &part, c->comm);
+    }
+    if (rc == MPI_SUCCESS && (dir & SHIM_FROM_MPI)) {
+        c->pieces[i] = malloc((size_t)c->size * sizeof *c->pieces[i]);
+        if (c->pieces[i] == NULL)
+            rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
+        for (int q = 0; rc == MPI_SUCCESS && q < c->size; q++) {
+            MPI_Count n = shim_array_at(counts, q);
+            if (n > 0 && q != skip)
+                c->pieces[i][c->npieces[i]++] = (struct shim_piece){
+                    (size_t)(shim_array_at(displs, q) - lo) * per, (size_t)n * per};
+        }
+    }
+    if (rc != MPI_SUCCESS)
+        shim_coll_release(c);
+    return rc;
+}
+
+/* Gatherv: recvbuf's blocks at the root only; with MPI_IN_PLACE the root's
+ * own block is neither read nor written. */
+int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                      struct shim_array rcounts, struct shim_array displs, MPI_Datatype rtype,
+                      int root, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root))
+        return MPI_SUCCESS;
+    if (!(c->inter && c->root))
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
+    if (!c->root)
+        return MPI_SUCCESS;
+    return coll_stage_v(c, 1, recvbuf, rcounts, displs, rtype, SHIM_FROM_MPI, -1,
+                        sendbuf == MPI_IN_PLACE ? c->rank : -1);
+}
+
+/* Scatterv: sendbuf's blocks at the root only; MPI_IN_PLACE as the root's
+ * recvbuf leaves its block where it is. */
+int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbuf,
+                       struct shim_array scounts, struct shim_array displs, MPI_Datatype stype,
+                       void *recvbuf, MPI_Count rcount, MPI_Datatype rtype, int root,
+                       MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root))
+        return MPI_SUCCESS;
+    if (c->root)
+        STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, scounts, displs, stype, SHIM_TO_MPI, -1, -1));
+    if (!(c->inter && c->root))
+        STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount));
+    return MPI_SUCCESS;
+}
+
+/* Allgatherv: every rank's recvbuf; MPI_IN_PLACE: this rank's block of it is
+ * the input (copied in, not written back). */
+int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                         MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                         struct shim_array rcounts, struct shim_array displs,
+                         MPI_Datatype rtype, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
+    return coll_stage_v(c, 1, recvbuf, rcounts, displs, rtype,
+                        in_place ? SHIM_BOTH : SHIM_FROM_MPI, in_place ? c->rank : -1,
+                        in_place ? c->rank : -1);
+}
+
+/* Alltoallv: MPI_IN_PLACE makes recvbuf's blocks the input too. */
+int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        MPI_Datatype stype, void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, MPI_Datatype rtype, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, scounts, sdispls, stype, SHIM_TO_MPI, -1, -1));
+    return coll_stage_v(c, 1, recvbuf, rcounts, rdispls, rtype,
+                        in_place ? SHIM_BOTH : SHIM_FROM_MPI, -1, -1);
 }
 
 /* ---- the wrappers -------------------------------------------------------------------- */

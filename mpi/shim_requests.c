@@ -101,8 +101,12 @@ int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
                            .call = c->call,
                            .buf = c->b[0],
                            .buf2 = c->b[1]};
-    for (int i = 0; i < 2; i++)
-        r->out[i] = c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI) ? c->out[i] : 0;
+    for (int i = 0; i < 2; i++) {
+        int back = c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI);
+        r->out[i] = back ? c->out[i] : 0;
+        r->pieces[i] = c->pieces[i]; /* the record owns them now */
+        r->npieces[i] = back ? c->npieces[i] : 0;
+    }
     if (r == &local) {
         /* No record, no way to finish later: finish now (the call becomes blocking). */
         MPI_Status st;
@@ -110,6 +114,8 @@ int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
         int rc2 = shim_copy_ok(rc) ? shim_rec_copy_now(r, &st) : MPI_SUCCESS;
         shim_release(&r->buf);
         shim_release(&r->buf2);
+        free(r->pieces[0]);
+        free(r->pieces[1]);
         return rc != MPI_SUCCESS ? rc : rc2;
     }
     atomic_fetch_add(&shim_records_live, 1);
@@ -150,6 +156,8 @@ static void rec_free(struct shim_rec *r)
 {
     shim_release(&r->buf);
     shim_release(&r->buf2);
+    free(r->pieces[0]);
+    free(r->pieces[1]);
     free(r);
     atomic_fetch_sub(&shim_records_live, 1);
 }
@@ -197,9 +205,11 @@ int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st)
         /* What MPI wrote is known from the call; the status is not read (a
          * collective cannot be cancelled, and MPICH 4.0.2's
          * MPI_Request_get_status leaves a collective's status unset). */
-        rc = shim_unstage(r->call, &r->buf, r->out[0], r->comm);
+        rc = shim_coll_unstage(r->call, &r->buf, r->out[0], r->pieces[0], r->npieces[0],
+                               r->comm);
         if (rc == MPI_SUCCESS)
-            rc = shim_unstage(r->call, &r->buf2, r->out[1], r->comm);
+            rc = shim_coll_unstage(r->call, &r->buf2, r->out[1], r->pieces[1], r->npieces[1],
+                                   r->comm);
     }
     r->copied = 1;
     return rc;

@@ -34,8 +34,11 @@ static int large COLL_PROG_UNUSED, large_calls COLL_PROG_UNUSED;
 #if MPI_VERSION >= 4
 #define ICALL(name, ...)                                                                      \
     (large_calls += large, large ? MPI_##name##_c(__VA_ARGS__) : MPI_##name(__VA_ARGS__))
+/* The v forms: the _c calls take MPI_Count counts and MPI_Aint displacements. */
+#define VCALL(name, ARGS, ARGS_C) (large_calls += large, large ? MPI_##name##_c ARGS_C : MPI_##name ARGS)
 #else
 #define ICALL(name, ...) MPI_##name(__VA_ARGS__)
+#define VCALL(name, ARGS, ARGS_C) MPI_##name ARGS
 #endif
 
 /* ---- a set of outstanding calls: their requests and the buffers to check ------------ */
@@ -447,6 +450,161 @@ static void test_reductions(void)
             }
 }
 
+/* ---- the v forms -------------------------------------------------------------------- */
+
+/* Blocks of a v call: block q has c[q] elements at displacement d[q]; the
+ * blocks lie in reverse order of q with a hole of 5 elements before each
+ * (holes must keep their old bytes). cc/cd: the same for the _c calls. */
+struct vlay {
+    int c[64], d[64];
+#if MPI_VERSION >= 4
+    MPI_Count cc[64];
+    MPI_Aint cd[64];
+#endif
+    size_t span; /* elements */
+};
+
+static void vlay(struct vlay *L)
+{
+    size_t at = 0;
+    for (int q = nranks - 1; q >= 0; q--) {
+        at += 5;
+        L->d[q] = (int)at;
+        at += (size_t)L->c[q];
+    }
+    L->span = at + 3;
+    for (int q = 0; q < nranks; q++) {
+#if MPI_VERSION >= 4
+        L->cc[q] = L->c[q];
+        L->cd[q] = L->d[q];
+#endif
+    }
+}
+
+/* Fill block q of b from the layout with seed(q). */
+#define VFILL(b, L, seed_of_q)                                                                \
+    for (int q = 0; q < nranks; q++)                                                          \
+        fill(want_at(b, (size_t)(L).d[q] * sizeof(int)), MPI_INT, (seed_of_q), (size_t)(L).c[q])
+
+#if MPI_VERSION >= 4
+#define CC(L) (L).cc
+#define CD(L) (L).cd
+#else
+#define CC(L) (L).c
+#define CD(L) (L).d
+#endif
+
+/* Igatherv, Iscatterv, Iallgatherv, Ialltoallv (each also with MPI_IN_PLACE),
+ * all outstanding at once, on placement p, completed by @p method. */
+static void one_v(int sd, int rd, size_t n, int method)
+{
+    struct set S = {0};
+    struct vlay G, A, R, P; /* gather/scatter/allgather; alltoallv send, recv; in place */
+    int root = nranks > 2 ? 1 : nranks - 1;
+    MPI_Comm w = MPI_COMM_WORLD;
+    for (int q = 0; q < nranks; q++) {
+        G.c[q] = (int)n + 37 * q;
+        A.c[q] = (int)n + 11 * rank + 3 * q; /* rank -> q */
+        R.c[q] = (int)n + 11 * q + 3 * rank; /* q -> rank */
+        P.c[q] = (int)n + 3 * (rank + q);    /* symmetric, for in place */
+    }
+    vlay(&G);
+    vlay(&A);
+    vlay(&R);
+    vlay(&P);
+    size_t gb = G.span * sizeof(int), mine = (size_t)G.c[rank];
+
+    struct buf *s = add(&S, sd, mine * sizeof(int), "Igatherv/Iallgatherv sendbuf");
+    fill(want_at(s, 0), MPI_INT, rank + 60, mine);
+    put(s);
+    struct buf *r = add(&S, rd, gb, "MPI_Igatherv recvbuf");
+    MPI_OK(VCALL(Igatherv, (s->p, (int)mine, MPI_INT, r->p, G.c, G.d, MPI_INT, root, w,
+                            slot(&S, "Igatherv")),
+                 (s->p, (int)mine, MPI_INT, r->p, CC(G), CD(G), MPI_INT, root, w,
+                  slot(&S, "Igatherv"))));
+    if (rank == root)
+        VFILL(r, G, q + 60);
+
+    r = add(&S, rd, gb, "MPI_Igatherv in place recvbuf");
+    if (rank == root) {
+        fill(want_at(r, (size_t)G.d[root] * sizeof(int)), MPI_INT, root + 60, mine);
+        put(r);
+    }
+    const void *sb = rank == root ? MPI_IN_PLACE : s->p;
+    MPI_OK(VCALL(Igatherv, (sb, (int)mine, MPI_INT, r->p, G.c, G.d, MPI_INT, root, w,
+                            slot(&S, "Igatherv in place")),
+                 (sb, (int)mine, MPI_INT, r->p, CC(G), CD(G), MPI_INT, root, w,
+                  slot(&S, "Igatherv in place"))));
+    if (rank == root)
+        VFILL(r, G, q + 60);
+
+    struct buf *ss = add(&S, sd, gb, "MPI_Iscatterv sendbuf");
+    if (rank == root) {
+        VFILL(ss, G, q + 70);
+        put(ss);
+    }
+    r = add(&S, rd, mine * sizeof(int), "MPI_Iscatterv recvbuf");
+    MPI_OK(VCALL(Iscatterv, (ss->p, G.c, G.d, MPI_INT, r->p, (int)mine, MPI_INT, root, w,
+                             slot(&S, "Iscatterv")),
+                 (ss->p, CC(G), CD(G), MPI_INT, r->p, (int)mine, MPI_INT, root, w,
+                  slot(&S, "Iscatterv"))));
+    fill(want_at(r, 0), MPI_INT, rank + 70, mine);
+    r = add(&S, rd, mine * sizeof(int), "MPI_Iscatterv in place recvbuf");
+    void *rb = rank == root ? MPI_IN_PLACE : r->p;
+    MPI_OK(VCALL(Iscatterv, (ss->p, G.c, G.d, MPI_INT, rb, (int)mine, MPI_INT, root, w,
+                             slot(&S, "Iscatterv in place")),
+                 (ss->p, CC(G), CD(G), MPI_INT, rb, (int)mine, MPI_INT, root, w,
+                  slot(&S, "Iscatterv in place"))));
+    if (rank != root)
+        fill(want_at(r, 0), MPI_INT, rank + 70, mine);
+
+    r = add(&S, rd, gb, "MPI_Iallgatherv recvbuf");
+    MPI_OK(VCALL(Iallgatherv, (s->p, (int)mine, MPI_INT, r->p, G.c, G.d, MPI_INT, w,
+                               slot(&S, "Iallgatherv")),
+                 (s->p, (int)mine, MPI_INT, r->p, CC(G), CD(G), MPI_INT, w,
+                  slot(&S, "Iallgatherv"))));
+    VFILL(r, G, q + 60);
+    r = add(&S, rd, gb, "MPI_Iallgatherv in place recvbuf");
+    fill(want_at(r, (size_t)G.d[rank] * sizeof(int)), MPI_INT, rank + 90, mine);
+    put(r);
+    MPI_OK(VCALL(Iallgatherv, (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->p, G.c, G.d, MPI_INT, w,
+                               slot(&S, "Iallgatherv in place")),
+                 (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->p, CC(G), CD(G), MPI_INT, w,
+                  slot(&S, "Iallgatherv in place"))));
+    VFILL(r, G, q + 90);
+
+    /* Ialltoallv: the block from r to q is seed r * 100 + q + 5. */
+    struct buf *sa = add(&S, sd, A.span * sizeof(int), "MPI_Ialltoallv sendbuf");
+    VFILL(sa, A, rank * 100 + q + 5);
+    put(sa);
+    r = add(&S, rd, R.span * sizeof(int), "MPI_Ialltoallv recvbuf");
+    MPI_OK(VCALL(Ialltoallv, (sa->p, A.c, A.d, MPI_INT, r->p, R.c, R.d, MPI_INT, w,
+                              slot(&S, "Ialltoallv")),
+                 (sa->p, CC(A), CD(A), MPI_INT, r->p, CC(R), CD(R), MPI_INT, w,
+                  slot(&S, "Ialltoallv"))));
+    VFILL(r, R, q * 100 + rank + 5);
+    r = add(&S, rd, P.span * sizeof(int), "MPI_Ialltoallv in place recvbuf");
+    VFILL(r, P, rank * 100 + q + 9);
+    put(r);
+    MPI_OK(VCALL(Ialltoallv, (MPI_IN_PLACE, P.c, P.d, MPI_INT, r->p, P.c, P.d, MPI_INT, w,
+                              slot(&S, "Ialltoallv in place")),
+                 (MPI_IN_PLACE, CC(P), CD(P), MPI_INT, r->p, CC(P), CD(P), MPI_INT, w,
+                  slot(&S, "Ialltoallv in place"))));
+    VFILL(r, P, q * 100 + rank + 9);
+
+    complete(&S, method);
+    check_set(&S, method, "v forms");
+}
+
+static void test_v(void)
+{
+    static const size_t counts[] = {1, 300, 20000};
+    int k = 0;
+    for (size_t p = 0; p < NPLACES; p++)
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++, k++)
+            one_v(dev_of((int)p, 0), dev_of((int)p, 1), counts[i], (k * 2 + 1) % NMETHODS);
+}
+
 /* ---- overlapped with point-to-point ------------------------------------------------- */
 
 /* Around a ring: two device messages each way on one tag interleaved with an
@@ -645,6 +803,7 @@ int main(int argc, char **argv)
 #define RUN(name) MPI_PROG_RUN(only, name)
     RUN(movement);
     RUN(reductions);
+    RUN(v);
     RUN(overlap);
     RUN(at_completion);
     RUN(request_free);
@@ -654,6 +813,7 @@ int main(int argc, char **argv)
     large = 1;
     RUN(movement);
     RUN(reductions);
+    RUN(v);
     RUN(overlap);
     RUN(at_completion);
     RUN(errors);
