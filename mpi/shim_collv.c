@@ -161,7 +161,7 @@ static void vb_release(struct vbuf *v)
 
 /* Copy the picked blocks between the device and the staging memory
  * (@p to_device: after the call), adjacent blocks in one copy. */
-static int vb_copy(struct coll *c, struct vbuf *v, struct vpick p, int to_device)
+static int vb_copy(struct shim_coll *c, struct vbuf *v, struct vpick p, int to_device)
 {
     if (p.mode == VB_NONE || !v->b.staged)
         return MPI_SUCCESS;
@@ -198,7 +198,7 @@ static int vb_copy(struct coll *c, struct vbuf *v, struct vpick p, int to_device
  * raised on c->comm. @p pass is set to 1 when the whole call must go to
  * PMPI unchanged (input for MPI to report).
  */
-static int vb_stage(struct coll *c, struct vbuf *v, const void *buf, const struct vspec *s,
+static int vb_stage(struct shim_coll *c, struct vbuf *v, const void *buf, const struct vspec *s,
                     struct vpick in, int *pass)
 {
     v->b.staged = 0;
@@ -276,7 +276,7 @@ static void *vb_arg(const struct vbuf *v, const void *buf)
 /* After PMPI returned @p rc: copy back the blocks @p out picks of the
  * receive buffer (when it succeeded), release both buffers. The call's
  * result. */
-static int vb_end(struct coll *c, struct vbuf *send, struct vbuf *recv, struct vpick out, int rc)
+static int vb_end(struct shim_coll *c, struct vbuf *send, struct vbuf *recv, struct vpick out, int rc)
 {
     if (rc == MPI_SUCCESS)
         rc = vb_copy(c, recv, out, 1);
@@ -287,7 +287,7 @@ static int vb_end(struct coll *c, struct vbuf *send, struct vbuf *recv, struct v
 
 /* The number of blocks of a per-peer array: the remote group's size on an
  * intercommunicator. */
-static int vb_peers(const struct coll *c)
+static int vb_peers(const struct shim_coll *c)
 {
     int n = c->size;
     if (c->inter && PMPI_Comm_remote_size(c->comm, &n) != MPI_SUCCESS)
@@ -338,7 +338,7 @@ static const struct vpick vb_all = {VB_ALL, 0}, vb_none = {VB_NONE, 0};
                                      const DISP_T displs[], MPI_Datatype rtype, int root,         \
                                      MPI_Comm comm)                                               \
     {                                                                                             \
-        struct coll c;                                                                            \
+        struct shim_coll c;                                                                            \
         if (SHIM_LIKELY(!shim_active()) || !coll_begin(&c, "MPI_Gatherv" #SFX, comm, root))       \
             return PMPI_Gatherv##SFX(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype,     \
                                      root, comm);                                                 \
@@ -360,7 +360,7 @@ static const struct vpick vb_all = {VB_ALL, 0}, vb_none = {VB_NONE, 0};
                                       COUNT_T rcount, MPI_Datatype rtype, int root,               \
                                       MPI_Comm comm)                                              \
     {                                                                                             \
-        struct coll c;                                                                            \
+        struct shim_coll c;                                                                            \
         if (SHIM_LIKELY(!shim_active()) || !coll_begin(&c, "MPI_Scatterv" #SFX, comm, root))      \
             return PMPI_Scatterv##SFX(sendbuf, scounts, displs, stype, recvbuf, rcount, rtype,    \
                                       root, comm);                                                \
@@ -382,7 +382,7 @@ static const struct vpick vb_all = {VB_ALL, 0}, vb_none = {VB_NONE, 0};
                                         const DISP_T displs[], MPI_Datatype rtype,                \
                                         MPI_Comm comm)                                            \
     {                                                                                             \
-        struct coll c;                                                                            \
+        struct shim_coll c;                                                                            \
         if (SHIM_LIKELY(!shim_active()) ||                                                        \
             !coll_begin(&c, "MPI_Allgatherv" #SFX, comm, MPI_UNDEFINED))                          \
             return PMPI_Allgatherv##SFX(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype,  \
@@ -404,7 +404,7 @@ static const struct vpick vb_all = {VB_ALL, 0}, vb_none = {VB_NONE, 0};
                                        const COUNT_T rcounts[], const DISP_T rdispls[],           \
                                        MPI_Datatype rtype, MPI_Comm comm)                         \
     {                                                                                             \
-        struct coll c;                                                                            \
+        struct shim_coll c;                                                                            \
         if (SHIM_LIKELY(!shim_active()) ||                                                        \
             !coll_begin(&c, "MPI_Alltoallv" #SFX, comm, MPI_UNDEFINED))                           \
             return PMPI_Alltoallv##SFX(sendbuf, scounts, sdispls, stype, recvbuf, rcounts,        \
@@ -430,7 +430,7 @@ static const struct vpick vb_all = {VB_ALL, 0}, vb_none = {VB_NONE, 0};
                                        const DISP_T rdispls[], const MPI_Datatype rtypes[],       \
                                        MPI_Comm comm)                                             \
     {                                                                                             \
-        struct coll c;                                                                            \
+        struct shim_coll c;                                                                            \
         if (SHIM_LIKELY(!shim_active()) ||                                                        \
             !coll_begin(&c, "MPI_Alltoallw" #SFX, comm, MPI_UNDEFINED))                           \
             return PMPI_Alltoallw##SFX(sendbuf, scounts, sdispls, stypes, recvbuf, rcounts,       \

@@ -27,192 +27,8 @@
  * Prints "coll_device: rank R: PASS" or "FAILED ..." lines; exit status 1 on
  * a failure.
  */
-#include <mpi.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "mpi_prog.h"
-#include "testdrv.h"
-
-static int rank, nranks, ndev;
-static int failures, checks;
-static cdContext primary[2];
-
-#define CHECK(cond, ...) MPI_PROG_CHECK("coll_device", rank, checks, failures, cond, __VA_ARGS__)
-
-#define MPI_OK(call) MPI_OK_OR_ABORT("coll_device", rank, call)
-
-/* ---- buffers on device 0, device 1 or the host (dev -1), with guards ---------- */
-
-#define GUARD 64
-#define OLD 0xEE /* every byte of a buffer before the call */
-#define HOST (-1)
-
-struct buf {
-    int dev;
-    char *base; /* GUARD + bytes + GUARD */
-    char *p;    /* what MPI gets */
-    size_t bytes;
-    unsigned char *want; /* the expected content of base after the call */
-};
-
-static void push(int dev)
-{
-    TD_CHECK(td.cuCtxPushCurrent(primary[dev]));
-}
-
-static void pop(void)
-{
-    cdContext c;
-    TD_CHECK(td.cuCtxPopCurrent(&c));
-}
-
-static void put(struct buf *b)
-{
-    if (b->dev == HOST) {
-        memcpy(b->base, b->want, b->bytes + 2 * GUARD);
-        return;
-    }
-    push(b->dev);
-    TD_CHECK(td.cuMemcpyHtoD((cdDevicePtr)(uintptr_t)b->base, b->want, b->bytes + 2 * GUARD));
-    TD_CHECK(td.cuCtxSynchronize()); /* written before MPI gets it (docs/mpi.md) */
-    pop();
-}
-
-/* A buffer of @p bytes on @p dev, every byte OLD. */
-static struct buf mk(int dev, size_t bytes)
-{
-    struct buf b = {.dev = dev, .bytes = bytes};
-    size_t all = bytes + 2 * GUARD;
-    b.want = malloc(all);
-    memset(b.want, OLD, all);
-    if (dev == HOST) {
-        b.base = malloc(all);
-    } else {
-        cdDevicePtr p = 0;
-        push(dev);
-        TD_CHECK(td.cuMemAlloc(&p, all));
-        pop();
-        b.base = (char *)(uintptr_t)p;
-    }
-    b.p = b.base + GUARD;
-    put(&b);
-    return b;
-}
-
-static void drop(struct buf *b)
-{
-    if (b->dev == HOST) {
-        free(b->base);
-    } else {
-        push(b->dev);
-        TD_CHECK(td.cuMemFree((cdDevicePtr)(uintptr_t)b->base));
-        pop();
-    }
-    free(b->want);
-}
-
-/* The expected bytes [off, off + n) of the buffer (without the guard). */
-static void *want_at(struct buf *b, size_t off)
-{
-    return b->want + GUARD + off;
-}
-
-/* Compare the whole buffer, guards included, with b->want. */
-static void verify(struct buf *b, const char *what)
-{
-    size_t all = b->bytes + 2 * GUARD;
-    unsigned char *h = malloc(all);
-    if (b->dev == HOST) {
-        memcpy(h, b->base, all);
-    } else {
-        push(b->dev);
-        TD_CHECK(td.cuMemcpyDtoH(h, (cdDevicePtr)(uintptr_t)b->base, all));
-        pop();
-    }
-    size_t bad = all;
-    for (size_t i = 0; i < all && bad == all; i++)
-        if (h[i] != b->want[i])
-            bad = i;
-    CHECK(bad == all, "%s (dev %d, %zu B): byte %zd (offset from the buffer) is 0x%02x, want 0x%02x",
-          what, b->dev, b->bytes, (ptrdiff_t)bad - GUARD, bad < all ? h[bad] : 0,
-          bad < all ? b->want[bad] : 0);
-    free(h);
-}
-
-/* ---- values ----------------------------------------------------------------------- */
-
-/* Added to every rank number by ival/dval: the MPI_IN_PLACE reductions use
- * other values than the send buffers (the shim's staging memory is reused
- * from its pool: a missing copy-in must not find the right bytes there). */
-static int vbase, in_place_calls;
-
-/* Element i of rank r's contribution. */
-static int ival(int r, size_t i)
-{
-    return (int)(((r + vbase) * 7919 + i * 31) % 100003) - 50000;
-}
-
-static double dval(int r, size_t i)
-{
-    return (double)ival(r, i) * 0.25 + r;
-}
-
-static size_t esize(MPI_Datatype t)
-{
-    return t == MPI_INT ? sizeof(int) : sizeof(double);
-}
-
-/* Write rank r's n elements of type t at dst. */
-static void fill(void *dst, MPI_Datatype t, int r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (t == MPI_INT) {
-            int v = ival(r, i);
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        } else {
-            double v = dval(r, i);
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        }
-    }
-}
-
-/* The reduction (op) over ranks [0, upto) of element i (offset: elements of
- * the contribution skipped, for Reduce_scatter_block), written at dst. */
-static void reduced(void *dst, MPI_Datatype t, MPI_Op op, int upto, size_t off, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (t == MPI_INT) {
-            int v = ival(0, off + i);
-            for (int r = 1; r < upto; r++)
-                v = op == MPI_SUM ? v + ival(r, off + i)
-                                  : (v > ival(r, off + i) ? v : ival(r, off + i));
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        } else {
-            double v = dval(0, off + i);
-            for (int r = 1; r < upto; r++)
-                v = op == MPI_SUM ? v + dval(r, off + i)
-                                  : (v > dval(r, off + i) ? v : dval(r, off + i));
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        }
-    }
-}
-
-/* Buffer placements: {send, recv} devices. */
-static const int places[][2] = {{0, 1}, {1, 0}, {1, 1}, {HOST, 1}, {0, HOST}};
-#define NPLACES (sizeof places / sizeof places[0])
-
-static const char *tname(MPI_Datatype t)
-{
-    return t == MPI_INT ? "int" : "double";
-}
-
-static const char *oname(MPI_Op op)
-{
-    return op == MPI_SUM ? "sum" : "max";
-}
+#define COLL_PROG "coll_device"
+#include "coll_prog.h"
 
 /* ---- data movement ---------------------------------------------------------------- */
 
@@ -909,15 +725,6 @@ static void test_alltoallw(void)
 
 /* ---- refused input ----------------------------------------------------------------- */
 
-static void expect_error(int rc, int want_class, const char *call, const char *what)
-{
-    int cls;
-    char text[MPI_MAX_ERROR_STRING];
-    CHECK(mpi_prog_error_is("coll_device", rank, rc, want_class, call, &cls, text),
-          "%s: rc %d class %d (want %d), message '%s' should name %s", what, rc, cls, want_class,
-          text, call);
-}
-
 static void test_errors(void)
 {
     MPI_Comm comm;
@@ -942,15 +749,9 @@ static void test_errors(void)
      * device buffers are refused with MPI_ERR_COMM on every rank. */
     if (nranks >= 2) {
         MPI_Comm half, inter;
-        MPI_OK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half));
-        MPI_OK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 77, &inter));
-        MPI_OK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
-        int hs = rank + 1, hr = -1, remote = 0;
-        MPI_OK(MPI_Comm_remote_size(inter, &remote));
+        int hs = rank + 1, hr = -1, want = 0;
+        coll_prog_intercomm(&half, &inter, 77, &want);
         MPI_OK(MPI_Allreduce(&hs, &hr, 1, MPI_INT, MPI_SUM, inter));
-        int want = 0;
-        for (int q = 0; q < nranks; q++)
-            want += q % 2 != rank % 2 ? q + 1 : 0;
         CHECK(hr == want, "host Allreduce on an intercommunicator: %d, want %d", hr, want);
         expect_error(MPI_Allreduce(s.p, r.p, 4, MPI_INT, MPI_SUM, inter), MPI_ERR_COMM,
                      "MPI_Allreduce", "device Allreduce on an intercommunicator");
@@ -1017,31 +818,8 @@ static void test_verrors(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (testdrv_load() != 0)
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    ndev = td.device_count < 2 ? td.device_count : 2;
-    if (ndev < 1) {
-        fprintf(stderr, "coll_device: no device\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    for (int d = 0; d < ndev; d++) {
-        cdDevice dev;
-        TD_CHECK(td.cuDeviceGet(&dev, d));
-        TD_CHECK(td.cuDevicePrimaryCtxRetain(&primary[d], dev));
-    }
-    if (ndev == 1)
-        primary[1] = primary[0];
-    TD_CHECK(td.cuCtxSetCurrent(primary[0]));
-
-    const char *only = argc > 1 ? argv[1] : "all";
-#define RUN(name)                                                \
-    if (strcmp(only, "all") == 0 || strcmp(only, #name) == 0) { \
-        test_##name();                                           \
-        MPI_Barrier(MPI_COMM_WORLD);                             \
-    }
+    const char *only = coll_prog_init(&argc, &argv);
+#define RUN(name) MPI_PROG_RUN(only, name)
     RUN(bcast);
     RUN(gather_scatter);
     RUN(allgather_alltoall);
@@ -1066,12 +844,5 @@ int main(int argc, char **argv)
     if (lc_calls > 0)
         printf("coll_device: rank %d: large-count: %d v/w calls checked\n", rank, lc_calls);
 
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (failures == 0)
-        printf("coll_device: rank %d: PASS (%d checks)\n", rank, checks);
-    else
-        printf("coll_device: rank %d: FAILED (%d of %d checks)\n", rank, failures, checks);
-    MPI_Finalize();
-    return total == 0 ? 0 : 1;
+    return coll_prog_end();
 }

@@ -1091,11 +1091,7 @@ int main(int argc, char **argv)
     MPI_Buffer_attach(battach, bsize);
 
     const char *only = argc > 1 ? argv[1] : "all";
-#define RUN(name)                                                \
-    if (strcmp(only, "all") == 0 || strcmp(only, #name) == 0) { \
-        test_##name();                                           \
-        MPI_Barrier(MPI_COMM_WORLD);                             \
-    }
+#define RUN(name) MPI_PROG_RUN(only, name)
     RUN(blocking);
     RUN(mixed);
     RUN(nonblocking);
