@@ -188,14 +188,6 @@ struct shim_coll {
 };
 
 /*
- * Start call @p call on @p comm (MPI_COMM_NULL: MPI_Reduce_local). @p root:
- * the root argument of a rooted call, or MPI_UNDEFINED. 0 when the call goes
- * straight to PMPI: an invalid communicator (MPI reports it), or an
- * intercommunicator's MPI_PROC_NULL rank (no buffer is significant).
- */
-int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int root);
-
-/*
  * The staging decisions of one collective, shared by the blocking wrappers
  * (shim_coll.c) and the nonblocking ones (shim_icoll.c): each buffer the
  * standard makes significant on this rank is classified, a device one staged
@@ -238,10 +230,11 @@ int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf
                       MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
                       MPI_Datatype rtype, int root, MPI_Comm comm);
 
-/* The v forms: the blocks of a buffer are (counts[q], displs[q]) elements
- * of its type for q < the group's size; the span from the lowest block to
- * the end of the highest is staged (read whole when MPI reads it), and only
- * the blocks are written back to the device, never the holes between them. */
+/* The v and w forms: the blocks of a buffer are (counts[q], displs[q])
+ * elements of its type for q < the (remote) group's size; the span from the
+ * lowest block to the end of the highest is staged in one piece, and only the
+ * blocks are copied, in where MPI reads them and back where it writes them,
+ * never the holes between them. */
 int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf,
                       MPI_Count scount, MPI_Datatype stype, void *recvbuf,
                       struct shim_array rcounts, struct shim_array displs, MPI_Datatype rtype,
@@ -258,6 +251,11 @@ int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendb
                         struct shim_array scounts, struct shim_array sdispls,
                         MPI_Datatype stype, void *recvbuf, struct shim_array rcounts,
                         struct shim_array rdispls, MPI_Datatype rtype, MPI_Comm comm);
+/* Alltoallw: displacements in bytes, a datatype per block. */
+int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        const MPI_Datatype stypes[], void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, const MPI_Datatype rtypes[], MPI_Comm comm);
 
 /* Copy back to the device what MPI wrote into staged buffer @p b: the
  * @p npieces pieces, or (pieces NULL) its first @p out bytes. */
@@ -405,6 +403,78 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
                                                SHIM_COLL_ARG(1, recvbuf), rcount, rtype, root,  \
                                                comm XA()));                                     \
+    }
+
+/* The v forms (blocking and nonblocking) from one list too. DISP_T: the
+ * displacements' type (int; MPI_Aint for the _c forms). */
+#define SHIM_COLL_V_FAMILY(NM, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                         \
+    SHIM_COLL_GATHERV(NM, Gatherv, gatherv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)            \
+    SHIM_COLL_SCATTERV(NM, Scatterv, scatterv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)         \
+    SHIM_COLL_ALLGATHERV(NM, Allgatherv, allgatherv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)   \
+    SHIM_COLL_ALLTOALLV(NM, Alltoallv, alltoallv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)
+
+#define SHIM_COLL_GATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                    \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf,                 \
+        const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype, int root,           \
+        MPI_Comm comm XP())                                                                     \
+    {                                                                                           \
+        RUN(shim_coll_gatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype,   \
+                              recvbuf, SHIM_ARRAY(rcounts), SHIM_ARRAY(displs), rtype, root,    \
+                              comm),                                                            \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
+                                               displs, rtype, root, comm XA()),                 \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
+                                               rtype, root, comm XA()));                        \
+    }
+
+#define SHIM_COLL_SCATTERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                   \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, const COUNT_T scounts[], const DISP_T displs[],                    \
+        MPI_Datatype stype, void *recvbuf, COUNT_T rcount, MPI_Datatype rtype, int root,        \
+        MPI_Comm comm XP())                                                                     \
+    {                                                                                           \
+        RUN(shim_coll_scatterv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                 \
+                               SHIM_ARRAY(scounts), SHIM_ARRAY(displs), stype, recvbuf, rcount, \
+                               rtype, root, comm),                                              \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, displs, stype, recvbuf,        \
+                                               rcount, rtype, root, comm XA()),                 \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, displs,      \
+                                               stype, SHIM_COLL_ARG(1, recvbuf), rcount, rtype, \
+                                               root, comm XA()));                               \
+    }
+
+#define SHIM_COLL_ALLGATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                 \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf,                 \
+        const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype,                     \
+        MPI_Comm comm XP())                                                                     \
+    {                                                                                           \
+        RUN(shim_coll_allgatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount,       \
+                                 stype, recvbuf, SHIM_ARRAY(rcounts), SHIM_ARRAY(displs),       \
+                                 rtype, comm),                                                  \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
+                                               displs, rtype, comm XA()),                       \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
+                                               rtype, comm XA()));                              \
+    }
+
+#define SHIM_COLL_ALLTOALLV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                  \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, const COUNT_T scounts[], const DISP_T sdispls[],                   \
+        MPI_Datatype stype, void *recvbuf, const COUNT_T rcounts[], const DISP_T rdispls[],     \
+        MPI_Datatype rtype, MPI_Comm comm XP())                                                 \
+    {                                                                                           \
+        RUN(shim_coll_alltoallv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                \
+                                SHIM_ARRAY(scounts), SHIM_ARRAY(sdispls), stype, recvbuf,       \
+                                SHIM_ARRAY(rcounts), SHIM_ARRAY(rdispls), rtype, comm),         \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, sdispls, stype, recvbuf,       \
+                                               rcounts, rdispls, rtype, comm XA()),             \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls,     \
+                                               stype, SHIM_COLL_ARG(1, recvbuf), rcounts,       \
+                                               rdispls, rtype, comm XA()));                     \
     }
 
 /* ---- pool ------------------------------------------------------------------ */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Blocking collectives (issue 13, first piece): MPI_Bcast, Allreduce, Reduce,
- * Reduce_local, Allgather, Gather, Scatter, Alltoall, Scan, Exscan,
- * Reduce_scatter_block and Reduce_scatter, and their large-count MPI_X_c forms on an MPI-4
- * library. MPI_Barrier has no buffer and is not wrapped.
+ * Blocking collectives (issue 13): MPI_Bcast, Allreduce, Reduce, Reduce_local,
+ * Allgather, Gather, Scatter, Alltoall, Scan, Exscan, Reduce_scatter_block,
+ * Reduce_scatter, Gatherv, Scatterv, Allgatherv, Alltoallv and Alltoallw, and
+ * their large-count MPI_X_c forms on an MPI-4 library. MPI_Barrier has no
+ * buffer and is not wrapped.
  *
  * Staged as point-to-point is: each device buffer that the standard makes
  * significant on this rank is copied to pinned host memory before the call
@@ -15,9 +16,12 @@
  *
  * What each call stages is decided by its shim_coll_X function (shim.h),
  * which the nonblocking wrappers (shim_icoll.c) share; the copy back of a
- * blocking call is shim_coll_end, right after PMPI returns. The v forms
- * (shim_coll_gatherv & co., used by the nonblocking wrappers so far) stage the
- * span of their blocks and copy back only the blocks (c->pieces).
+ * blocking call is shim_coll_end, right after PMPI returns.
+ *
+ * The v and w forms (MPI_Gatherv, Scatterv, Allgatherv, Alltoallv, Alltoallw
+ * and their _c forms; shim_coll_gatherv & co.) stage the span of a buffer's
+ * blocks and move only the blocks, in and back (c->pieces): the bytes between
+ * blocks are never written on the device.
  *
  * An intercommunicator is passed through when its buffers are host memory;
  * a device buffer on one is refused with MPI_ERR_COMM.
@@ -28,7 +32,13 @@
 
 /* ---- one collective call: up to two staged buffers --------------------------------- */
 
-int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int root)
+/*
+ * Start call @p call on @p comm (MPI_COMM_NULL: MPI_Reduce_local). @p root:
+ * the root argument of a rooted call, or MPI_UNDEFINED. 0 when the call goes
+ * straight to PMPI: an invalid communicator (MPI reports it), or an
+ * intercommunicator's MPI_PROC_NULL rank (no buffer is significant).
+ */
+static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int root)
 {
     c->call = call;
     c->comm = comm;
@@ -72,8 +82,8 @@ void shim_coll_release(struct shim_coll *c)
  * is only classified, and refused when it is device memory. On an error the
  * buffers staged before are released.
  */
-static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blocks, MPI_Count count,
-                      MPI_Datatype dt, int dir, MPI_Count out_elems)
+static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blocks,
+                      MPI_Count count, MPI_Datatype dt, int dir, MPI_Count out_elems)
 {
     c->b[i].staged = 0;
     c->dir[i] = dir;
@@ -336,71 +346,211 @@ int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf
     return MPI_SUCCESS;
 }
 
-/* ---- the v forms ------------------------------------------------------------------ */
+/* ---- the v and w forms ------------------------------------------------------------- */
 
 /*
- * Stage buffer @p i of a v form: the span of the blocks (counts[q], displs[q])
- * of @p dt, q < the group's size, copied in whole for SHIM_TO_MPI (with
- * @p in_block >= 0: only that block, the MPI_IN_PLACE input of Allgatherv);
- * for SHIM_FROM_MPI the blocks but @p skip are what MPI writes (c->pieces).
- * On an intercommunicator only the first element is classified.
+ * A buffer of a v or w call is a list of blocks, one per peer: counts[q]
+ * elements at displacement displs[q], in extents of its datatype (in bytes,
+ * with a datatype per peer, for Alltoallw). The span from the lowest block's
+ * first byte to the highest block's last one is classified and staged as one
+ * piece of pool memory, and only the blocks move (adjacent blocks in one
+ * copy): in at the call where MPI reads them, back after it where MPI wrote
+ * them (c->pieces). Bytes between the blocks are never written on the device.
  */
-static int coll_stage_v(struct shim_coll *c, int i, const void *buf, struct shim_array counts,
-                        struct shim_array displs, MPI_Datatype dt, int dir, int in_block,
-                        int skip)
+struct coll_vspec {
+    int n; /* blocks */
+    struct shim_array counts, displs;
+    MPI_Datatype type;         /* the datatype of every block */
+    const MPI_Datatype *types; /* or (Alltoallw) one per block, displs in bytes */
+};
+
+/* Which blocks a copy moves: none, all, all but block k, block k only. */
+enum { V_NONE, V_ALL, V_EXCEPT, V_ONLY };
+
+struct coll_vpick {
+    int mode, k;
+};
+
+static const struct coll_vpick v_none = {V_NONE, 0}, v_all = {V_ALL, 0};
+
+static int v_picked(struct coll_vpick p, int q)
 {
-    c->b[i].staged = 0;
-    c->dir[i] = dir;
-    if (buf == MPI_IN_PLACE)
-        return MPI_SUCCESS;
-    if (c->inter)
-        return coll_stage(c, i, buf, 1, 1, dt, 0, 0);
-    const MPI_Count limit = (MPI_Count)1 << 62;
-    MPI_Count lo = limit, hi = -limit;
-    for (int q = 0; q < c->size; q++) {
-        MPI_Count n = shim_array_at(counts, q), d = shim_array_at(displs, q);
-        if (n < 0 || n > limit || d > limit || d < -limit)
-            return MPI_SUCCESS; /* MPI's to report */
-        if (n > 0) {
-            lo = d < lo ? d : lo;
-            hi = d + n > hi ? d + n : hi;
-        }
+    return p.mode == V_ALL || (p.mode == V_EXCEPT && q != p.k) || (p.mode == V_ONLY && q == p.k);
+}
+
+/* One block: bytes [lo, lo + len) from the user's buf (len 0: empty). */
+struct coll_vblock {
+    MPI_Count lo, len;
+    int dense; /* its type map is one contiguous run of len bytes */
+};
+
+/* A datatype's size, true lower bound, true extent and extent; 0 when MPI
+ * does not know it (a bad type: MPI's to report). */
+struct coll_vtype {
+    MPI_Count size, tlb, text, ext;
+};
+
+static int v_type(MPI_Datatype dt, struct coll_vtype *t)
+{
+    MPI_Count lb = 0;
+    return PMPI_Type_size_x(dt, &t->size) == MPI_SUCCESS && t->size != MPI_UNDEFINED &&
+           t->size >= 0 && PMPI_Type_get_true_extent_x(dt, &t->tlb, &t->text) == MPI_SUCCESS &&
+           PMPI_Type_get_extent_x(dt, &lb, &t->ext) == MPI_SUCCESS;
+}
+
+#define COLL_LIMIT ((MPI_Count)1 << 62)
+
+/* Block q of @p s into *b. 1: done; 0: MPI's to report (a negative count or a
+ * bad type: nothing is staged); -1: out of range. A datatype is looked at only
+ * once a block uses it (a zero count's may be MPI_DATATYPE_NULL). */
+static int v_block(const struct coll_vspec *s, int q, struct coll_vtype *one, int *have_one,
+                   struct coll_vblock *b)
+{
+    MPI_Count count = shim_array_at(s->counts, q);
+    struct coll_vtype t;
+    b->lo = b->len = 0;
+    b->dense = 1;
+    if (count < 0)
+        return 0;
+    if (count == 0)
+        return 1;
+    if (s->types != NULL) {
+        if (!v_type(s->types[q], &t))
+            return 0;
+    } else {
+        if (!*have_one && !(*have_one = v_type(s->type, one)))
+            return 0;
+        t = *one;
     }
-    MPI_Count tlb = 0, ext = 0;
-    if (hi <= lo || PMPI_Type_get_extent_x(dt, &tlb, &ext) != MPI_SUCCESS || ext <= 0)
-        return MPI_SUCCESS;
-    int copy_all = (dir & SHIM_TO_MPI) && in_block < 0;
-    int rc = coll_stage(c, i, (const char *)buf + lo * ext, 1, hi - lo, dt,
-                        copy_all ? dir : dir & ~SHIM_TO_MPI, 0);
-    if (rc != MPI_SUCCESS || !c->b[i].staged)
-        return rc;
+    if (t.size == 0)
+        return 1;
+    /* Element j starts (true lower bound) at at + j x extent, j < count
+     * (downwards for a negative extent), and is text bytes long. */
+    MPI_Count d = shim_array_at(s->displs, q), unit = s->types != NULL ? 1 : t.ext, at, step;
+    if (__builtin_mul_overflow(d, unit, &at) || __builtin_add_overflow(at, t.tlb, &at) ||
+        __builtin_mul_overflow(count - 1, t.ext, &step) || at > COLL_LIMIT ||
+        at < -COLL_LIMIT || step > COLL_LIMIT || step < -COLL_LIMIT || t.text > COLL_LIMIT)
+        return -1;
+    b->dense = t.size == t.text && (count == 1 || t.ext == t.size);
+    b->lo = step < 0 ? at + step : at;
+    b->len = b->dense ? count * t.size : (step < 0 ? -step : step) + t.text;
+    return 1;
+}
+
+/* The blocks @p p picks as runs (adjacent blocks merged), offsets from the
+ * span's first byte @p lo, into runs[]: their number. */
+static int v_runs(const struct coll_vblock *blk, int n, struct coll_vpick p, MPI_Count lo,
+                  struct shim_piece *runs)
+{
+    int nr = 0;
+    for (int q = 0; q < n; q++) {
+        if (!v_picked(p, q) || blk[q].len == 0)
+            continue;
+        size_t off = (size_t)(blk[q].lo - lo), len = (size_t)blk[q].len;
+        if (nr > 0 && runs[nr - 1].off + runs[nr - 1].len == off)
+            runs[nr - 1].len += len;
+        else
+            runs[nr++] = (struct shim_piece){off, len};
+    }
+    return nr;
+}
+
+#define COLL_VSTACK 16
+
+/*
+ * Stage buffer @p i of a v or w form: the blocks of @p s at @p buf, those
+ * @p in picks copied in now, those @p out picks copied back after the call.
+ * On an intercommunicator the span is only classified (device memory there is
+ * refused). Device memory reached through MPI_BOTTOM (absolute displacements)
+ * is refused, and so is a block whose type map is not one contiguous run. On
+ * an error the buffers staged before are released.
+ */
+static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struct coll_vspec *s,
+                        struct coll_vpick in, struct coll_vpick out)
+{
     struct shim_buf *b = &c->b[i];
-    b->tlb += (MPI_Aint)(lo * ext); /* PMPI gets the address of displacement 0 */
-    size_t per = b->bytes / (size_t)(hi - lo);
-    if (in_block >= 0 && shim_array_at(counts, in_block) > 0) {
-        struct shim_buf part =
-            shim_buf_part(b, (size_t)(shim_array_at(displs, in_block) - lo) * per,
-                          (size_t)shim_array_at(counts, in_block) * per);
-        rc = shim_restage(c->call, &part, c->comm);
+    b->staged = 0;
+    c->dir[i] = (in.mode != V_NONE ? SHIM_TO_MPI : 0) | (out.mode != V_NONE ? SHIM_FROM_MPI : 0);
+    if (buf == MPI_IN_PLACE || s->n <= 0)
+        return MPI_SUCCESS;
+    struct coll_vblock stack[COLL_VSTACK], *blk = stack;
+    struct shim_piece *runs = NULL;
+    int rc = MPI_SUCCESS;
+    if (s->n > COLL_VSTACK && (blk = malloc(sizeof *blk * (size_t)s->n)) == NULL) {
+        blk = stack;
+        rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
     }
-    if (rc == MPI_SUCCESS && (dir & SHIM_FROM_MPI)) {
-        c->pieces[i] = malloc((size_t)c->size * sizeof *c->pieces[i]);
-        if (c->pieces[i] == NULL)
-            rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
-        for (int q = 0; rc == MPI_SUCCESS && q < c->size; q++) {
-            MPI_Count n = shim_array_at(counts, q);
-            if (n > 0 && q != skip)
-                c->pieces[i][c->npieces[i]++] = (struct shim_piece){
-                    (size_t)(shim_array_at(displs, q) - lo) * per, (size_t)n * per};
+    struct coll_vtype one = {0};
+    int have_one = 0, any = 0, dense = 1;
+    MPI_Count lo = 0, hi = 0;
+    for (int q = 0; q < s->n && rc == MPI_SUCCESS; q++) {
+        int r = v_block(s, q, &one, &have_one, &blk[q]);
+        if (r == 0)
+            goto done; /* MPI's to report: not staged */
+        if (r < 0) {
+            rc = shim_error(c->comm, MPI_ERR_COUNT, c->call,
+                            "counts and displacements out of range");
+        } else if (blk[q].len > 0) {
+            MPI_Count end = blk[q].lo + blk[q].len;
+            lo = any && lo < blk[q].lo ? lo : blk[q].lo;
+            hi = any && hi > end ? hi : end;
+            dense &= blk[q].dense;
+            any = 1;
         }
     }
+    /* Classify the span (no copy yet); with MPI_BOTTOM the addresses are absolute. */
+    if (rc == MPI_SUCCESS && any)
+        rc = shim_stage(c->call, (const void *)((uintptr_t)buf + (uintptr_t)(intptr_t)lo),
+                        hi - lo, MPI_BYTE, c->comm, 0, b);
+    if (rc == MPI_SUCCESS && b->staged) {
+        if (c->inter)
+            rc = shim_error(c->comm, MPI_ERR_COMM, c->call,
+                            "device buffers on an intercommunicator are not supported (yet)");
+        else if (buf == MPI_BOTTOM)
+            rc = shim_error(c->comm, MPI_ERR_BUFFER, c->call,
+                            "MPI_BOTTOM with a datatype that reaches device memory "
+                            "is not supported");
+        else if (!dense)
+            rc = shim_error(c->comm, MPI_ERR_TYPE, c->call,
+                            "a datatype that is not one contiguous block on device memory "
+                            "is not supported (yet)");
+        else if ((runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
+            rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
+    }
+    if (rc == MPI_SUCCESS && b->staged) {
+        b->tlb = (MPI_Aint)lo; /* PMPI gets host - lo: the staging of displacement 0 */
+        int nr = v_runs(blk, s->n, in, lo, runs);
+        for (int k = 0; k < nr && rc == MPI_SUCCESS; k++) {
+            struct shim_buf part = shim_buf_part(b, runs[k].off, runs[k].len);
+            rc = shim_restage(c->call, &part, c->comm);
+        }
+        if (rc == MPI_SUCCESS && out.mode != V_NONE) {
+            c->npieces[i] = v_runs(blk, s->n, out, lo, runs);
+            c->pieces[i] = runs; /* freed by shim_coll_release or the request record */
+            runs = NULL;
+        }
+    }
+done:
+    free(runs);
+    if (blk != stack)
+        free(blk);
     if (rc != MPI_SUCCESS)
         shim_coll_release(c);
     return rc;
 }
 
-/* Gatherv: recvbuf's blocks at the root only; with MPI_IN_PLACE the root's
- * own block is neither read nor written. */
+/* The blocks of a per-peer array: the remote group's on an intercommunicator. */
+static int coll_peers(const struct shim_coll *c)
+{
+    int n = c->size;
+    if (c->inter && PMPI_Comm_remote_size(c->comm, &n) != MPI_SUCCESS)
+        n = 0;
+    return n;
+}
+
+/* Gatherv: recvbuf's blocks at the root only (recvcounts and displs are not
+ * read elsewhere); with MPI_IN_PLACE the root's own block is neither read nor
+ * written. */
 int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf,
                       MPI_Count scount, MPI_Datatype stype, void *recvbuf,
                       struct shim_array rcounts, struct shim_array displs, MPI_Datatype rtype,
@@ -412,12 +562,14 @@ int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf
         STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
     if (!c->root)
         return MPI_SUCCESS;
-    return coll_stage_v(c, 1, recvbuf, rcounts, displs, rtype, SHIM_FROM_MPI, -1,
-                        sendbuf == MPI_IN_PLACE ? c->rank : -1);
+    struct coll_vspec rs = {coll_peers(c), rcounts, displs, rtype, NULL};
+    struct coll_vpick out = {sendbuf == MPI_IN_PLACE ? V_EXCEPT : V_ALL, c->rank};
+    return coll_stage_v(c, 1, recvbuf, &rs, v_none, out);
 }
 
-/* Scatterv: sendbuf's blocks at the root only; MPI_IN_PLACE as the root's
- * recvbuf leaves its block where it is. */
+/* Scatterv: sendbuf's blocks at the root only (sendcounts and displs are not
+ * read elsewhere); MPI_IN_PLACE as the root's recvbuf leaves its own block
+ * unread. */
 int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbuf,
                        struct shim_array scounts, struct shim_array displs, MPI_Datatype stype,
                        void *recvbuf, MPI_Count rcount, MPI_Datatype rtype, int root,
@@ -425,15 +577,18 @@ int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbu
 {
     if (!coll_begin(c, call, comm, root))
         return MPI_SUCCESS;
-    if (c->root)
-        STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, scounts, displs, stype, SHIM_TO_MPI, -1, -1));
+    if (c->root) {
+        struct coll_vspec ss = {coll_peers(c), scounts, displs, stype, NULL};
+        struct coll_vpick in = {recvbuf == MPI_IN_PLACE ? V_EXCEPT : V_ALL, c->rank};
+        STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, &ss, in, v_none));
+    }
     if (!(c->inter && c->root))
         STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount));
     return MPI_SUCCESS;
 }
 
-/* Allgatherv: every rank's recvbuf; MPI_IN_PLACE: this rank's block of it is
- * the input (copied in, not written back). */
+/* Allgatherv: MPI_IN_PLACE reads this rank's block of recvbuf and writes the
+ * others. */
 int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *sendbuf,
                          MPI_Count scount, MPI_Datatype stype, void *recvbuf,
                          struct shim_array rcounts, struct shim_array displs,
@@ -443,12 +598,21 @@ int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *send
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
-    return coll_stage_v(c, 1, recvbuf, rcounts, displs, rtype,
-                        in_place ? SHIM_BOTH : SHIM_FROM_MPI, in_place ? c->rank : -1,
-                        in_place ? c->rank : -1);
+    struct coll_vspec rs = {coll_peers(c), rcounts, displs, rtype, NULL};
+    struct coll_vpick in = {in_place ? V_ONLY : V_NONE, c->rank};
+    struct coll_vpick out = {in_place ? V_EXCEPT : V_ALL, c->rank};
+    return coll_stage_v(c, 1, recvbuf, &rs, in, out);
 }
 
-/* Alltoallv: MPI_IN_PLACE makes recvbuf's blocks the input too. */
+/* Alltoallv and Alltoallw: MPI_IN_PLACE reads and writes every block of
+ * recvbuf (the send arrays are not read). */
+static int coll_alltoall_vw(struct shim_coll *c, const void *sendbuf, const struct coll_vspec *ss,
+                            void *recvbuf, const struct coll_vspec *rs)
+{
+    STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, ss, v_all, v_none));
+    return coll_stage_v(c, 1, recvbuf, rs, sendbuf == MPI_IN_PLACE ? v_all : v_none, v_all);
+}
+
 int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendbuf,
                         struct shim_array scounts, struct shim_array sdispls,
                         MPI_Datatype stype, void *recvbuf, struct shim_array rcounts,
@@ -456,10 +620,21 @@ int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendb
 {
     if (!coll_begin(c, call, comm, MPI_UNDEFINED))
         return MPI_SUCCESS;
-    int in_place = sendbuf == MPI_IN_PLACE;
-    STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, scounts, sdispls, stype, SHIM_TO_MPI, -1, -1));
-    return coll_stage_v(c, 1, recvbuf, rcounts, rdispls, rtype,
-                        in_place ? SHIM_BOTH : SHIM_FROM_MPI, -1, -1);
+    struct coll_vspec ss = {coll_peers(c), scounts, sdispls, stype, NULL};
+    struct coll_vspec rs = {ss.n, rcounts, rdispls, rtype, NULL};
+    return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
+}
+
+int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        const MPI_Datatype stypes[], void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, const MPI_Datatype rtypes[], MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    struct coll_vspec ss = {coll_peers(c), scounts, sdispls, MPI_DATATYPE_NULL, stypes};
+    struct coll_vspec rs = {ss.n, rcounts, rdispls, MPI_DATATYPE_NULL, rtypes};
+    return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
 }
 
 /* ---- the wrappers -------------------------------------------------------------------- */
@@ -480,12 +655,33 @@ int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendb
                                         count, dt, op));                                          \
     }
 
+/* Alltoallw has no nonblocking form yet (shim_coll_alltoallw is ready for one). */
+#define ALLTOALLW_WRAPPER(SFX, COUNT_T, DISP_T)                                                  \
+    SHIM_EXPORT int MPI_Alltoallw##SFX(const void *sendbuf, const COUNT_T scounts[],             \
+                                       const DISP_T sdispls[], const MPI_Datatype stypes[],      \
+                                       void *recvbuf, const COUNT_T rcounts[],                   \
+                                       const DISP_T rdispls[], const MPI_Datatype rtypes[],      \
+                                       MPI_Comm comm)                                            \
+    {                                                                                            \
+        COLL_RUN(shim_coll_alltoallw(&c, "MPI_Alltoallw" #SFX, sendbuf, SHIM_ARRAY(scounts),     \
+                                     SHIM_ARRAY(sdispls), stypes, recvbuf, SHIM_ARRAY(rcounts),  \
+                                     SHIM_ARRAY(rdispls), rtypes, comm),                         \
+                 PMPI_Alltoallw##SFX(sendbuf, scounts, sdispls, stypes, recvbuf, rcounts,        \
+                                     rdispls, rtypes, comm),                                     \
+                 PMPI_Alltoallw##SFX(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls, stypes,        \
+                                     SHIM_COLL_ARG(1, recvbuf), rcounts, rdispls, rtypes, comm)); \
+    }
+
 #define COLL_NM(UPPER, LOWER) UPPER
 
 SHIM_COLL_FAMILY(COLL_NM, , , int, COLL_RUN, SHIM_NONE, SHIM_NONE)
+SHIM_COLL_V_FAMILY(COLL_NM, , , int, int, COLL_RUN, SHIM_NONE, SHIM_NONE)
 REDUCE_LOCAL_WRAPPER(, int)
+ALLTOALLW_WRAPPER(, int, int)
 
 #if SHIM_LARGE_COUNT
 SHIM_COLL_FAMILY(COLL_NM, , _c, MPI_Count, COLL_RUN, SHIM_NONE, SHIM_NONE)
+SHIM_COLL_V_FAMILY(COLL_NM, , _c, MPI_Count, MPI_Aint, COLL_RUN, SHIM_NONE, SHIM_NONE)
 REDUCE_LOCAL_WRAPPER(_c, MPI_Count)
+ALLTOALLW_WRAPPER(_c, MPI_Count, MPI_Aint)
 #endif

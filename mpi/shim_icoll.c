@@ -32,73 +32,15 @@
 #define ICOLL_XP() , MPI_Request *req
 #define ICOLL_XA() , req
 
-#define ARG(i, buf) SHIM_COLL_ARG(i, buf)
-#define ARR(a) SHIM_ARRAY(a)
-
-/* The v forms (nonblocking only here; the counts and displacements are read
- * at the call: MPI forbids changing them before completion). COUNT_T: the
- * counts, DISP_T: the displacements (int, or MPI_Count and MPI_Aint). */
-#define ICOLL_V_WRAPPERS(SFX, COUNT_T, DISP_T)                                                    \
-    SHIM_EXPORT int MPI_Igatherv##SFX(const void *sendbuf, COUNT_T scount, MPI_Datatype stype,    \
-                                      void *recvbuf, const COUNT_T rcounts[],                     \
-                                      const DISP_T displs[], MPI_Datatype rtype, int root,        \
-                                      MPI_Comm comm, MPI_Request *req)                            \
-    {                                                                                             \
-        ICOLL_RUN(shim_coll_gatherv(&c, "MPI_Igatherv" #SFX, sendbuf, scount, stype, recvbuf,     \
-                                    ARR(rcounts), ARR(displs), rtype, root, comm),                \
-                  PMPI_Igatherv##SFX(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype,     \
-                                     root, comm, req),                                            \
-                  PMPI_Igatherv##SFX(ARG(0, sendbuf), scount, stype, ARG(1, recvbuf), rcounts,    \
-                                     displs, rtype, root, comm, req));                            \
-    }                                                                                             \
-                                                                                                  \
-    SHIM_EXPORT int MPI_Iscatterv##SFX(const void *sendbuf, const COUNT_T scounts[],              \
-                                       const DISP_T displs[], MPI_Datatype stype, void *recvbuf,  \
-                                       COUNT_T rcount, MPI_Datatype rtype, int root,              \
-                                       MPI_Comm comm, MPI_Request *req)                           \
-    {                                                                                             \
-        ICOLL_RUN(shim_coll_scatterv(&c, "MPI_Iscatterv" #SFX, sendbuf, ARR(scounts),             \
-                                     ARR(displs), stype, recvbuf, rcount, rtype, root, comm),     \
-                  PMPI_Iscatterv##SFX(sendbuf, scounts, displs, stype, recvbuf, rcount, rtype,    \
-                                      root, comm, req),                                           \
-                  PMPI_Iscatterv##SFX(ARG(0, sendbuf), scounts, displs, stype, ARG(1, recvbuf),   \
-                                      rcount, rtype, root, comm, req));                           \
-    }                                                                                             \
-                                                                                                  \
-    SHIM_EXPORT int MPI_Iallgatherv##SFX(const void *sendbuf, COUNT_T scount,                     \
-                                         MPI_Datatype stype, void *recvbuf,                       \
-                                         const COUNT_T rcounts[], const DISP_T displs[],          \
-                                         MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)     \
-    {                                                                                             \
-        ICOLL_RUN(shim_coll_allgatherv(&c, "MPI_Iallgatherv" #SFX, sendbuf, scount, stype,        \
-                                       recvbuf, ARR(rcounts), ARR(displs), rtype, comm),          \
-                  PMPI_Iallgatherv##SFX(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype,  \
-                                        comm, req),                                               \
-                  PMPI_Iallgatherv##SFX(ARG(0, sendbuf), scount, stype, ARG(1, recvbuf),          \
-                                        rcounts, displs, rtype, comm, req));                      \
-    }                                                                                             \
-                                                                                                  \
-    SHIM_EXPORT int MPI_Ialltoallv##SFX(const void *sendbuf, const COUNT_T scounts[],             \
-                                        const DISP_T sdispls[], MPI_Datatype stype,               \
-                                        void *recvbuf, const COUNT_T rcounts[],                   \
-                                        const DISP_T rdispls[], MPI_Datatype rtype,               \
-                                        MPI_Comm comm, MPI_Request *req)                          \
-    {                                                                                             \
-        ICOLL_RUN(shim_coll_alltoallv(&c, "MPI_Ialltoallv" #SFX, sendbuf, ARR(scounts),           \
-                                      ARR(sdispls), stype, recvbuf, ARR(rcounts), ARR(rdispls),   \
-                                      rtype, comm),                                               \
-                  PMPI_Ialltoallv##SFX(sendbuf, scounts, sdispls, stype, recvbuf, rcounts,        \
-                                       rdispls, rtype, comm, req),                                \
-                  PMPI_Ialltoallv##SFX(ARG(0, sendbuf), scounts, sdispls, stype,                  \
-                                       ARG(1, recvbuf), rcounts, rdispls, rtype, comm, req));     \
-    }
-
+/* The v forms' counts and displacements are read at the call (MPI forbids
+ * changing them before completion): the blocks to copy back are kept in the
+ * record. */
 SHIM_COLL_FAMILY(ICOLL_NM, , , int, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
-ICOLL_V_WRAPPERS(, int, int)
+SHIM_COLL_V_FAMILY(ICOLL_NM, , , int, int, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
 
 #if SHIM_LARGE_COUNT
 SHIM_COLL_FAMILY(ICOLL_NM, , _c, MPI_Count, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
-ICOLL_V_WRAPPERS(_c, MPI_Count, MPI_Aint)
+SHIM_COLL_V_FAMILY(ICOLL_NM, , _c, MPI_Count, MPI_Aint, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
 
 /*
  * Persistent collectives (MPI-4: MPI_Bcast_init & co.): a device buffer is

@@ -3,7 +3,8 @@
  * What the collective tests (coll_device.c, icoll_device.c) share: buffers
  * on device 0, device 1 or the host with guard bytes, read back whole and
  * compared with what they must hold; the values each rank contributes and
- * their reductions; the start (MPI, the test driver, both devices' primary
+ * their reductions; the blocks of the v calls' buffers and the canary of the
+ * gaps between them; the start (MPI, the test driver, both devices' primary
  * contexts) and the end (the PASS/FAILED line, the exit status). Define
  * COLL_PROG (the program's name, a string) before including it.
  */
@@ -17,14 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_prog.h"
 #include "mpi_prog.h"
-#include "testdrv.h"
 
 #define COLL_PROG_UNUSED __attribute__((unused))
 
-static int rank, nranks, ndev;
+static int rank, nranks;
 static int failures, checks;
-static cdContext primary[2];
 
 #define CHECK(cond, ...) MPI_PROG_CHECK(COLL_PROG, rank, checks, failures, cond, __VA_ARGS__)
 
@@ -43,17 +43,6 @@ struct buf {
     size_t bytes;
     unsigned char *want; /* the expected content of base after the call */
 };
-
-static inline void push(int dev)
-{
-    TD_CHECK(td.cuCtxPushCurrent(primary[dev]));
-}
-
-static inline void pop(void)
-{
-    cdContext c;
-    TD_CHECK(td.cuCtxPopCurrent(&c));
-}
 
 static inline void put(struct buf *b)
 {
@@ -211,6 +200,70 @@ static inline const char *oname(MPI_Op op)
     return op == MPI_SUM ? "sum" : "max";
 }
 
+/* ---- the v and w forms: blocks of a buffer ------------------------------------------ */
+
+#define VMAX 64 /* the most ranks the v tests run */
+
+/* Block q of a buffer: counts[q] elements at displs[q] (in elements of the
+ * call's type, or in bytes for Alltoallw); ccounts, cdispls: the same for the
+ * large-count _c calls. size: the whole buffer, in the displacements' unit. */
+struct vlay {
+    int counts[VMAX], displs[VMAX];
+#if MPI_VERSION >= 4
+    MPI_Count ccounts[VMAX];
+    MPI_Aint cdispls[VMAX];
+#endif
+    size_t size;
+};
+
+/* Copy counts and displs into the _c calls' arrays. */
+static inline void vlay_widen(struct vlay *l)
+{
+#if MPI_VERSION >= 4
+    for (int q = 0; q < nranks; q++) {
+        l->ccounts[q] = l->counts[q];
+        l->cdispls[q] = l->displs[q];
+    }
+#else
+    (void)l;
+#endif
+}
+
+/* Place the nranks blocks of l->counts (of unit[q] bytes per count for
+ * Alltoallw's byte displacements, else 1) in the reverse order of the ranks
+ * when @p rev, else in their order, with a gap before each block (3 + q,
+ * the first 5) and after the last. */
+static inline void vlay_place(struct vlay *l, const size_t unit[], int rev)
+{
+    size_t off = 5;
+    for (int k = 0; k < nranks; k++) {
+        int q = rev ? nranks - 1 - k : k;
+        l->displs[q] = (int)off;
+        off += (size_t)l->counts[q] * (unit ? unit[q] : 1) + 3 + (size_t)q;
+    }
+    l->size = off + 2;
+    vlay_widen(l);
+}
+
+/* Block q of v buffer b (of ints): rank seed(q)'s values, in b->want. */
+#define VFILL(b, L, seed_of_q)                                                             \
+    for (int q = 0; q < nranks; q++)                                                       \
+    fill(want_at(b, (size_t)(L).displs[q] * sizeof(int)), MPI_INT, (seed_of_q),            \
+         (size_t)(L).counts[q])
+
+static unsigned canary_seed COLL_PROG_UNUSED;
+
+/* Fill the whole buffer (guards included) with a canary that differs call by
+ * call (the shim's staging memory is reused: stale bytes must not match),
+ * on the device too. Gaps between blocks must keep it. */
+static inline void canary(struct buf *b)
+{
+    canary_seed++;
+    for (size_t i = 0; i < b->bytes + 2 * GUARD; i++)
+        b->want[i] = (unsigned char)(0x5A ^ (i * 7) ^ (canary_seed * 29));
+    put(b);
+}
+
 /* ---- start and end ---------------------------------------------------------------- */
 
 /* MPI_Init, the test driver, up to two devices' primary contexts (device 0
@@ -220,21 +273,7 @@ static inline const char *coll_prog_init(int *argc, char ***argv)
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (testdrv_load() != 0)
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    ndev = td.device_count < 2 ? td.device_count : 2;
-    if (ndev < 1) {
-        fprintf(stderr, "%s: no device\n", COLL_PROG);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    for (int d = 0; d < ndev; d++) {
-        cdDevice dev;
-        TD_CHECK(td.cuDeviceGet(&dev, d));
-        TD_CHECK(td.cuDevicePrimaryCtxRetain(&primary[d], dev));
-    }
-    if (ndev == 1)
-        primary[1] = primary[0];
-    TD_CHECK(td.cuCtxSetCurrent(primary[0]));
+    dev_prog_init(COLL_PROG);
     return *argc > 1 ? (*argv)[1] : "all";
 }
 

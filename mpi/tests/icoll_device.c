@@ -15,7 +15,8 @@
  * device receive buffers are checked untouched until then. Also: a
  * Request_free'd collective (the shim completes it; its data reaches the
  * device at a later completion call), refused input (a vector type on device
- * memory, an intercommunicator, persistent collectives on device memory) and,
+ * memory, MPI_BOTTOM reaching device memory, an intercommunicator, persistent
+ * collectives on device memory) and,
  * on an MPI-4 library, all of it again through the large-count MPI_IX_c
  * calls.
  *
@@ -452,47 +453,8 @@ static void test_reductions(void)
 
 /* ---- the v forms -------------------------------------------------------------------- */
 
-/* Blocks of a v call: block q has c[q] elements at displacement d[q]; the
- * blocks lie in reverse order of q with a hole of 5 elements before each
- * (holes must keep their old bytes). cc/cd: the same for the _c calls. */
-struct vlay {
-    int c[64], d[64];
-#if MPI_VERSION >= 4
-    MPI_Count cc[64];
-    MPI_Aint cd[64];
-#endif
-    size_t span; /* elements */
-};
-
-static void vlay(struct vlay *L)
-{
-    size_t at = 0;
-    for (int q = nranks - 1; q >= 0; q--) {
-        at += 5;
-        L->d[q] = (int)at;
-        at += (size_t)L->c[q];
-    }
-    L->span = at + 3;
-    for (int q = 0; q < nranks; q++) {
-#if MPI_VERSION >= 4
-        L->cc[q] = L->c[q];
-        L->cd[q] = L->d[q];
-#endif
-    }
-}
-
-/* Fill block q of b from the layout with seed(q). */
-#define VFILL(b, L, seed_of_q)                                                                \
-    for (int q = 0; q < nranks; q++)                                                          \
-        fill(want_at(b, (size_t)(L).d[q] * sizeof(int)), MPI_INT, (seed_of_q), (size_t)(L).c[q])
-
-#if MPI_VERSION >= 4
-#define CC(L) (L).cc
-#define CD(L) (L).cd
-#else
-#define CC(L) (L).c
-#define CD(L) (L).d
-#endif
+/* Blocks of a v call (struct vlay, coll_prog.h): in reverse order of q with a
+ * gap before each; the gaps must keep their old bytes. */
 
 /* Igatherv, Iscatterv, Iallgatherv, Ialltoallv (each also with MPI_IN_PLACE),
  * all outstanding at once, on placement p, completed by @p method. */
@@ -503,37 +465,37 @@ static void one_v(int sd, int rd, size_t n, int method)
     int root = nranks > 2 ? 1 : nranks - 1;
     MPI_Comm w = MPI_COMM_WORLD;
     for (int q = 0; q < nranks; q++) {
-        G.c[q] = (int)n + 37 * q;
-        A.c[q] = (int)n + 11 * rank + 3 * q; /* rank -> q */
-        R.c[q] = (int)n + 11 * q + 3 * rank; /* q -> rank */
-        P.c[q] = (int)n + 3 * (rank + q);    /* symmetric, for in place */
+        G.counts[q] = (int)n + 37 * q;
+        A.counts[q] = (int)n + 11 * rank + 3 * q; /* rank -> q */
+        R.counts[q] = (int)n + 11 * q + 3 * rank; /* q -> rank */
+        P.counts[q] = (int)n + 3 * (rank + q);    /* symmetric, for in place */
     }
-    vlay(&G);
-    vlay(&A);
-    vlay(&R);
-    vlay(&P);
-    size_t gb = G.span * sizeof(int), mine = (size_t)G.c[rank];
+    vlay_place(&G, NULL, 1);
+    vlay_place(&A, NULL, 1);
+    vlay_place(&R, NULL, 1);
+    vlay_place(&P, NULL, 1);
+    size_t gb = G.size * sizeof(int), mine = (size_t)G.counts[rank];
 
     struct buf *s = add(&S, sd, mine * sizeof(int), "Igatherv/Iallgatherv sendbuf");
     fill(want_at(s, 0), MPI_INT, rank + 60, mine);
     put(s);
     struct buf *r = add(&S, rd, gb, "MPI_Igatherv recvbuf");
-    MPI_OK(VCALL(Igatherv, (s->p, (int)mine, MPI_INT, r->p, G.c, G.d, MPI_INT, root, w,
+    MPI_OK(VCALL(Igatherv, (s->p, (int)mine, MPI_INT, r->p, G.counts, G.displs, MPI_INT, root, w,
                             slot(&S, "Igatherv")),
-                 (s->p, (int)mine, MPI_INT, r->p, CC(G), CD(G), MPI_INT, root, w,
+                 (s->p, (int)mine, MPI_INT, r->p, G.ccounts, G.cdispls, MPI_INT, root, w,
                   slot(&S, "Igatherv"))));
     if (rank == root)
         VFILL(r, G, q + 60);
 
     r = add(&S, rd, gb, "MPI_Igatherv in place recvbuf");
     if (rank == root) {
-        fill(want_at(r, (size_t)G.d[root] * sizeof(int)), MPI_INT, root + 60, mine);
+        fill(want_at(r, (size_t)G.displs[root] * sizeof(int)), MPI_INT, root + 60, mine);
         put(r);
     }
     const void *sb = rank == root ? MPI_IN_PLACE : s->p;
-    MPI_OK(VCALL(Igatherv, (sb, (int)mine, MPI_INT, r->p, G.c, G.d, MPI_INT, root, w,
+    MPI_OK(VCALL(Igatherv, (sb, (int)mine, MPI_INT, r->p, G.counts, G.displs, MPI_INT, root, w,
                             slot(&S, "Igatherv in place")),
-                 (sb, (int)mine, MPI_INT, r->p, CC(G), CD(G), MPI_INT, root, w,
+                 (sb, (int)mine, MPI_INT, r->p, G.ccounts, G.cdispls, MPI_INT, root, w,
                   slot(&S, "Igatherv in place"))));
     if (rank == root)
         VFILL(r, G, q + 60);
@@ -544,52 +506,55 @@ static void one_v(int sd, int rd, size_t n, int method)
         put(ss);
     }
     r = add(&S, rd, mine * sizeof(int), "MPI_Iscatterv recvbuf");
-    MPI_OK(VCALL(Iscatterv, (ss->p, G.c, G.d, MPI_INT, r->p, (int)mine, MPI_INT, root, w,
+    MPI_OK(VCALL(Iscatterv, (ss->p, G.counts, G.displs, MPI_INT, r->p, (int)mine, MPI_INT, root, w,
                              slot(&S, "Iscatterv")),
-                 (ss->p, CC(G), CD(G), MPI_INT, r->p, (int)mine, MPI_INT, root, w,
+                 (ss->p, G.ccounts, G.cdispls, MPI_INT, r->p, (int)mine, MPI_INT, root, w,
                   slot(&S, "Iscatterv"))));
     fill(want_at(r, 0), MPI_INT, rank + 70, mine);
     r = add(&S, rd, mine * sizeof(int), "MPI_Iscatterv in place recvbuf");
     void *rb = rank == root ? MPI_IN_PLACE : r->p;
-    MPI_OK(VCALL(Iscatterv, (ss->p, G.c, G.d, MPI_INT, rb, (int)mine, MPI_INT, root, w,
+    MPI_OK(VCALL(Iscatterv, (ss->p, G.counts, G.displs, MPI_INT, rb, (int)mine, MPI_INT, root, w,
                              slot(&S, "Iscatterv in place")),
-                 (ss->p, CC(G), CD(G), MPI_INT, rb, (int)mine, MPI_INT, root, w,
+                 (ss->p, G.ccounts, G.cdispls, MPI_INT, rb, (int)mine, MPI_INT, root, w,
                   slot(&S, "Iscatterv in place"))));
     if (rank != root)
         fill(want_at(r, 0), MPI_INT, rank + 70, mine);
 
     r = add(&S, rd, gb, "MPI_Iallgatherv recvbuf");
-    MPI_OK(VCALL(Iallgatherv, (s->p, (int)mine, MPI_INT, r->p, G.c, G.d, MPI_INT, w,
+    MPI_OK(VCALL(Iallgatherv, (s->p, (int)mine, MPI_INT, r->p, G.counts, G.displs, MPI_INT, w,
                                slot(&S, "Iallgatherv")),
-                 (s->p, (int)mine, MPI_INT, r->p, CC(G), CD(G), MPI_INT, w,
+                 (s->p, (int)mine, MPI_INT, r->p, G.ccounts, G.cdispls, MPI_INT, w,
                   slot(&S, "Iallgatherv"))));
     VFILL(r, G, q + 60);
     r = add(&S, rd, gb, "MPI_Iallgatherv in place recvbuf");
-    fill(want_at(r, (size_t)G.d[rank] * sizeof(int)), MPI_INT, rank + 90, mine);
+    fill(want_at(r, (size_t)G.displs[rank] * sizeof(int)), MPI_INT, rank + 90, mine);
     put(r);
-    MPI_OK(VCALL(Iallgatherv, (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->p, G.c, G.d, MPI_INT, w,
-                               slot(&S, "Iallgatherv in place")),
-                 (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->p, CC(G), CD(G), MPI_INT, w,
+    MPI_OK(VCALL(Iallgatherv,
+                 (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->p, G.counts, G.displs, MPI_INT, w,
+                  slot(&S, "Iallgatherv in place")),
+                 (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->p, G.ccounts, G.cdispls, MPI_INT, w,
                   slot(&S, "Iallgatherv in place"))));
     VFILL(r, G, q + 90);
 
     /* Ialltoallv: the block from r to q is seed r * 100 + q + 5. */
-    struct buf *sa = add(&S, sd, A.span * sizeof(int), "MPI_Ialltoallv sendbuf");
+    struct buf *sa = add(&S, sd, A.size * sizeof(int), "MPI_Ialltoallv sendbuf");
     VFILL(sa, A, rank * 100 + q + 5);
     put(sa);
-    r = add(&S, rd, R.span * sizeof(int), "MPI_Ialltoallv recvbuf");
-    MPI_OK(VCALL(Ialltoallv, (sa->p, A.c, A.d, MPI_INT, r->p, R.c, R.d, MPI_INT, w,
-                              slot(&S, "Ialltoallv")),
-                 (sa->p, CC(A), CD(A), MPI_INT, r->p, CC(R), CD(R), MPI_INT, w,
+    r = add(&S, rd, R.size * sizeof(int), "MPI_Ialltoallv recvbuf");
+    MPI_OK(VCALL(Ialltoallv,
+                 (sa->p, A.counts, A.displs, MPI_INT, r->p, R.counts, R.displs, MPI_INT, w,
+                  slot(&S, "Ialltoallv")),
+                 (sa->p, A.ccounts, A.cdispls, MPI_INT, r->p, R.ccounts, R.cdispls, MPI_INT, w,
                   slot(&S, "Ialltoallv"))));
     VFILL(r, R, q * 100 + rank + 5);
-    r = add(&S, rd, P.span * sizeof(int), "MPI_Ialltoallv in place recvbuf");
+    r = add(&S, rd, P.size * sizeof(int), "MPI_Ialltoallv in place recvbuf");
     VFILL(r, P, rank * 100 + q + 9);
     put(r);
-    MPI_OK(VCALL(Ialltoallv, (MPI_IN_PLACE, P.c, P.d, MPI_INT, r->p, P.c, P.d, MPI_INT, w,
-                              slot(&S, "Ialltoallv in place")),
-                 (MPI_IN_PLACE, CC(P), CD(P), MPI_INT, r->p, CC(P), CD(P), MPI_INT, w,
-                  slot(&S, "Ialltoallv in place"))));
+    MPI_OK(VCALL(Ialltoallv,
+                 (MPI_IN_PLACE, P.counts, P.displs, MPI_INT, r->p, P.counts, P.displs, MPI_INT,
+                  w, slot(&S, "Ialltoallv in place")),
+                 (MPI_IN_PLACE, P.ccounts, P.cdispls, MPI_INT, r->p, P.ccounts, P.cdispls,
+                  MPI_INT, w, slot(&S, "Ialltoallv in place"))));
     VFILL(r, P, q * 100 + rank + 9);
 
     complete(&S, method);
@@ -749,9 +714,31 @@ static void test_errors(void)
     expect_error(ICALL(Ibcast, r.p, 1, column, 0, comm, &req), MPI_ERR_TYPE, "MPI_Ibcast",
                  "Ibcast of a vector type on device memory");
     CHECK(req == MPI_REQUEST_NULL, "a refused Ibcast made a request");
+    MPI_OK(MPI_Type_free(&column));
+
+    /* Iallgatherv into MPI_BOTTOM with a type of four ints at r's absolute
+     * address, block q at displacement q + 1 of it: refused, no request. */
+    MPI_Aint at;
+    int four = 4, hb[4] = {0};
+    MPI_Datatype abs_t;
+    struct vlay L;
+    for (int q = 0; q < nranks; q++) {
+        L.counts[q] = 1;
+        L.displs[q] = q + 1;
+    }
+    vlay_widen(&L);
+    MPI_OK(MPI_Get_address(r.p, &at));
+    MPI_OK(MPI_Type_create_hindexed(1, &four, &at, MPI_INT, &abs_t));
+    MPI_OK(MPI_Type_commit(&abs_t));
+    expect_error(VCALL(Iallgatherv,
+                       (hb, 4, MPI_INT, MPI_BOTTOM, L.counts, L.displs, abs_t, comm, &req),
+                       (hb, 4, MPI_INT, MPI_BOTTOM, L.ccounts, L.cdispls, abs_t, comm, &req)),
+                 MPI_ERR_BUFFER, "MPI_Iallgatherv",
+                 "Iallgatherv into MPI_BOTTOM + device addresses");
+    CHECK(req == MPI_REQUEST_NULL, "a refused Iallgatherv made a request");
+    MPI_OK(MPI_Type_free(&abs_t));
     verify(&s, "a refused call's sendbuf");
     verify(&r, "a refused call's recvbuf");
-    MPI_OK(MPI_Type_free(&column));
 
     /* An intercommunicator (even ranks against odd ones): host buffers pass,
      * device buffers are refused with MPI_ERR_COMM on every rank. */
