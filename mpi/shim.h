@@ -9,11 +9,14 @@
  *                    records (Request_free), finishing a record
  *   shim_p2p.c       MPI_Init*, MPI_Finalize, blocking, nonblocking, matched
  *                    and persistent (*_init) point-to-point
+ *   shim_coll.c      blocking collectives, and what each collective stages
+ *                    (shim_coll_*: shared with the nonblocking ones)
+ *   shim_icoll.c     nonblocking collectives (MPI_I*), persistent ones refused
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
  *                    Cancel, Request_get_status) and Start/Startall
  *   shim_fortran.c   the Fortran entry points (mpif.h, use mpi, use mpi_f08)
  *                    of all of the above and of the blocking collectives
- *                    (shim_coll.c, shim_collv.c), for MPIs whose Fortran
+ *                    (shim_coll.c), for MPIs whose Fortran
  *                    bindings call PMPI_* directly (Open MPI 4)
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
@@ -33,6 +36,14 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define SHIM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SHIM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* An MPI-4 library (MPICH 4) has the large-count MPI_X_c calls: the wrappers
+ * are made once more for them, from the same macros. */
+#if MPI_VERSION >= 4
+#define SHIM_LARGE_COUNT 1
+#else
+#define SHIM_LARGE_COUNT 0
+#endif
 
 /* ---- state: is the shim doing anything in this process? ------------------- */
 
@@ -126,6 +137,347 @@ void shim_release(struct shim_buf *b);
  * Returns the error code (of class @p errclass). */
 int shim_error(MPI_Comm comm, int errclass, const char *call, const char *what);
 
+/* ---- collectives: what one call stages (shim_coll.c) ---------------------- */
+
+/* A byte range of a staged buffer, from its first byte. */
+struct shim_piece {
+    size_t off, len;
+};
+
+/* An array argument of a v collective (counts, displacements): int for MPI_X,
+ * MPI_Count or MPI_Aint for MPI_X_c. */
+struct shim_array {
+    const void *p;
+    size_t elem; /* sizeof an element: 4 or 8 */
+};
+#define SHIM_ARRAY(a) ((struct shim_array){(a), sizeof *(a)})
+
+static inline MPI_Count shim_array_at(struct shim_array a, int i)
+{
+    if (a.elem == sizeof(int))
+        return ((const int *)a.p)[i];
+    int64_t v;
+    __builtin_memcpy(&v, (const char *)a.p + (size_t)i * 8, 8);
+    return v;
+}
+
+/* Bytes [off, off + len) of a staged buffer, as a staged buffer of its own. */
+static inline struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len)
+{
+    struct shim_buf part = *b;
+    part.first += off;
+    part.host += off;
+    part.bytes = off >= b->bytes ? 0 : len < b->bytes - off ? len : b->bytes - off;
+    return part;
+}
+
+/* One collective call: up to two staged buffers. */
+struct shim_coll {
+    const char *call;
+    MPI_Comm comm;
+    int inter; /* an intercommunicator: classify only, refuse device buffers */
+    int rank, size;
+    int root;         /* this rank is the root of a rooted call */
+    struct shim_buf b[2];
+    int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */
+    size_t out[2];    /* bytes MPI writes from the start of the buffer */
+    MPI_Count ext[2]; /* the datatype's extent */
+    /* v forms: what MPI writes, block by block (NULL: out[i] bytes from the
+     * start); malloc'd, freed by shim_coll_release or by the request record. */
+    struct shim_piece *pieces[2];
+    int npieces[2];
+};
+
+/*
+ * The staging decisions of one collective, shared by the blocking wrappers
+ * (shim_coll.c) and the nonblocking ones (shim_icoll.c): each buffer the
+ * standard makes significant on this rank is classified, a device one staged
+ * (what MPI reads copied in now, synchronously). MPI_SUCCESS: c describes the
+ * staging, and when shim_coll_staged(c) is 0 the call goes to PMPI with the
+ * user's arguments. Otherwise an error code already raised on @p comm,
+ * nothing held. @p call names the call in messages.
+ */
+int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
+                    MPI_Datatype dt, int root, MPI_Comm comm);
+/* Allreduce and Scan. */
+int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *sendbuf,
+                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Comm comm);
+int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
+                     MPI_Count count, MPI_Datatype dt, MPI_Comm comm);
+int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
+                     MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm);
+int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *inbuf,
+                           void *inoutbuf, MPI_Count count, MPI_Datatype dt);
+int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const void *sendbuf,
+                                   void *recvbuf, MPI_Count count, MPI_Datatype dt,
+                                   MPI_Comm comm);
+int shim_coll_reduce_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
+                             void *recvbuf, const int counts[], MPI_Datatype dt, MPI_Comm comm);
+#if SHIM_LARGE_COUNT
+int shim_coll_reduce_scatter_c(struct shim_coll *c, const char *call, const void *sendbuf,
+                               void *recvbuf, const MPI_Count counts[], MPI_Datatype dt,
+                               MPI_Comm comm);
+#endif
+int shim_coll_allgather(struct shim_coll *c, const char *call, const void *sendbuf,
+                        MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                        MPI_Datatype rtype, MPI_Comm comm);
+int shim_coll_alltoall(struct shim_coll *c, const char *call, const void *sendbuf,
+                       MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                       MPI_Datatype rtype, MPI_Comm comm);
+int shim_coll_gather(struct shim_coll *c, const char *call, const void *sendbuf,
+                     MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                     MPI_Datatype rtype, int root, MPI_Comm comm);
+int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                      MPI_Datatype rtype, int root, MPI_Comm comm);
+
+/* The v and w forms: the blocks of a buffer are (counts[q], displs[q])
+ * elements of its type for q < the (remote) group's size; the span from the
+ * lowest block to the end of the highest is staged in one piece, and only the
+ * blocks are copied, in where MPI reads them and back where it writes them,
+ * never the holes between them. */
+int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                      struct shim_array rcounts, struct shim_array displs, MPI_Datatype rtype,
+                      int root, MPI_Comm comm);
+int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbuf,
+                       struct shim_array scounts, struct shim_array displs, MPI_Datatype stype,
+                       void *recvbuf, MPI_Count rcount, MPI_Datatype rtype, int root,
+                       MPI_Comm comm);
+int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                         MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                         struct shim_array rcounts, struct shim_array displs,
+                         MPI_Datatype rtype, MPI_Comm comm);
+int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        MPI_Datatype stype, void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, MPI_Datatype rtype, MPI_Comm comm);
+/* Alltoallw: displacements in bytes, a datatype per block. */
+int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        const MPI_Datatype stypes[], void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, const MPI_Datatype rtypes[], MPI_Comm comm);
+
+/* Copy back to the device what MPI wrote into staged buffer @p b: the
+ * @p npieces pieces, or (pieces NULL) its first @p out bytes. */
+int shim_coll_unstage(const char *call, struct shim_buf *b, size_t out,
+                      const struct shim_piece *pieces, int npieces, MPI_Comm comm);
+
+/* 1 when a buffer of @p c is staged. */
+int shim_coll_staged(const struct shim_coll *c);
+/* The pointer PMPI gets for buffer @p i (the user's @p buf when not staged). */
+void *shim_coll_arg(const struct shim_coll *c, int i, const void *buf);
+/* After a blocking call's PMPI returned @p rc: copy back what MPI wrote (when
+ * it succeeded), release the staging memory. The call's result. */
+int shim_coll_end(struct shim_coll *c, int rc);
+/* Release the staging memory (PMPI failed, nothing to copy back). */
+void shim_coll_release(struct shim_coll *c);
+
+/*
+ * The collective wrappers that have blocking, nonblocking and persistent
+ * forms, from one list: the blocking MPI_X (shim_coll.c), the nonblocking
+ * MPI_IX (shim_icoll.c) and the persistent MPI_X_init (shim_icoll.c).
+ * NM(Upper, lower): the call's name (Bcast; I##lower: Ibcast). MID: _init or
+ * empty. SFX, COUNT_T: (empty, int) or (_c, MPI_Count). XP() / XA(): the
+ * parameters / arguments after comm (", MPI_Request *req" / ", req"; empty:
+ * SHIM_NONE). RUN(PREP, USER, HOST): the wrapper's body, given the call's
+ * staging (on a struct shim_coll c), PMPI with the user's arguments and PMPI
+ * with the host pointers (SHIM_COLL_ARG).
+ */
+#define SHIM_NONE()
+#define SHIM_CAT_(a, b, c, d) a##b##c##d
+#define SHIM_CAT(a, b, c, d) SHIM_CAT_(a, b, c, d)
+#define SHIM_STR_(x) #x
+#define SHIM_STR(x) SHIM_STR_(x)
+#define SHIM_COLL_ARG(i, buf) shim_coll_arg(&c, i, buf)
+
+/* The start of every RUN: the one cached check, the call's staging (PREP, on
+ * a struct shim_coll c), PMPI with the user's arguments when nothing was
+ * staged; after it, c holds the staging and int rc is MPI_SUCCESS. */
+#define SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER) \
+    struct shim_coll c;                       \
+    if (SHIM_LIKELY(!shim_active()))          \
+        return PMPI_CALL_USER;                \
+    int rc = (PREP);                          \
+    if (rc != MPI_SUCCESS)                    \
+        return rc;                            \
+    if (!shim_coll_staged(&c))                \
+        return PMPI_CALL_USER
+
+#define SHIM_COLL_FAMILY(NM, MID, SFX, COUNT_T, RUN, XP, XA)                                    \
+    SHIM_COLL_BCAST(NM, Bcast, bcast, MID, SFX, COUNT_T, RUN, XP, XA)                            \
+    SHIM_COLL_REDUCTION(NM, Allreduce, allreduce, MID, SFX, COUNT_T, RUN, XP, XA,               \
+                        shim_coll_reduce_all)                                                   \
+    SHIM_COLL_REDUCTION(NM, Scan, scan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_reduce_all)   \
+    SHIM_COLL_REDUCTION(NM, Exscan, exscan, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_exscan)   \
+    SHIM_COLL_REDUCTION(NM, Reduce_scatter_block, reduce_scatter_block, MID, SFX, COUNT_T, RUN, \
+                        XP, XA, shim_coll_reduce_scatter_block)                                 \
+    SHIM_COLL_REDUCE(NM, Reduce, reduce, MID, SFX, COUNT_T, RUN, XP, XA)                         \
+    SHIM_COLL_REDUCE_SCATTER(NM, Reduce_scatter, reduce_scatter, MID, SFX, COUNT_T, RUN, XP, XA) \
+    SHIM_COLL_ALL(NM, Allgather, allgather, MID, SFX, COUNT_T, RUN, XP, XA,                     \
+                  shim_coll_allgather)                                                          \
+    SHIM_COLL_ALL(NM, Alltoall, alltoall, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_alltoall)   \
+    SHIM_COLL_ROOTED(NM, Gather, gather, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_gather)      \
+    SHIM_COLL_ROOTED(NM, Scatter, scatter, MID, SFX, COUNT_T, RUN, XP, XA, shim_coll_scatter)
+
+/* The names of one call: MPI_X (the wrapper), PMPI_X and "MPI_X". */
+#define SHIM_COLL_MPI(NM, U, L, MID, SFX) SHIM_CAT(MPI_, NM(U, L), MID, SFX)
+#define SHIM_COLL_PMPI(NM, U, L, MID, SFX) SHIM_CAT(PMPI_, NM(U, L), MID, SFX)
+#define SHIM_COLL_NAME(NM, U, L, MID, SFX) SHIM_STR(SHIM_COLL_MPI(NM, U, L, MID, SFX))
+
+#define SHIM_COLL_BCAST(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                               \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(void *buf, COUNT_T count, MPI_Datatype dt, \
+                                                      int root, MPI_Comm comm XP())             \
+    {                                                                                           \
+        RUN(shim_coll_bcast(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), buf, count, dt, root, comm), \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(buf, count, dt, root, comm XA()),                \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, buf), count, dt, root,          \
+                                               comm XA()));                                     \
+    }
+
+/* (sendbuf, recvbuf, count, datatype, op, comm): Allreduce, Scan, Exscan,
+ * Reduce_scatter_block; with a root: Reduce. */
+#define SHIM_COLL_REDUCTION(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                     \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(const void *sendbuf, void *recvbuf,       \
+                                                      COUNT_T count, MPI_Datatype dt,           \
+                                                      MPI_Op op, MPI_Comm comm XP())            \
+    {                                                                                           \
+        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, comm XA()),     \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
+                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op,        \
+                                               comm XA()));                                     \
+    }
+
+#define SHIM_COLL_REDUCE(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                              \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(const void *sendbuf, void *recvbuf,       \
+                                                      COUNT_T count, MPI_Datatype dt,           \
+                                                      MPI_Op op, int root, MPI_Comm comm XP())  \
+    {                                                                                           \
+        RUN(shim_coll_reduce(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count,   \
+                             dt, root, comm),                                                   \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, root,           \
+                                               comm XA()),                                      \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
+                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op, root,  \
+                                               comm XA()));                                     \
+    }
+
+#define SHIM_COLL_REDUCE_SCATTER(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                      \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(const void *sendbuf, void *recvbuf,       \
+                                                      const COUNT_T counts[], MPI_Datatype dt,  \
+                                                      MPI_Op op, MPI_Comm comm XP())            \
+    {                                                                                           \
+        RUN(shim_coll_reduce_scatter##SFX(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,      \
+                                          recvbuf, counts, dt, comm),                           \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, counts, dt, op, comm XA()),    \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
+                                               SHIM_COLL_ARG(1, recvbuf), counts, dt, op,       \
+                                               comm XA()));                                     \
+    }
+
+/* (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm):
+ * Allgather, Alltoall; with a root before comm: Gather, Scatter. */
+#define SHIM_COLL_ALL(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                           \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf, COUNT_T rcount, \
+        MPI_Datatype rtype, MPI_Comm comm XP())                                                 \
+    {                                                                                           \
+        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
+                 rcount, rtype, comm),                                                          \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
+                                               comm XA()),                                      \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount, rtype,        \
+                                               comm XA()));                                     \
+    }
+
+#define SHIM_COLL_ROOTED(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                        \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf, COUNT_T rcount, \
+        MPI_Datatype rtype, int root, MPI_Comm comm XP())                                       \
+    {                                                                                           \
+        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
+                 rcount, rtype, root, comm),                                                    \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
+                                               root, comm XA()),                                \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount, rtype, root,  \
+                                               comm XA()));                                     \
+    }
+
+/* The v forms (blocking and nonblocking) from one list too. DISP_T: the
+ * displacements' type (int; MPI_Aint for the _c forms). */
+#define SHIM_COLL_V_FAMILY(NM, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                         \
+    SHIM_COLL_GATHERV(NM, Gatherv, gatherv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)            \
+    SHIM_COLL_SCATTERV(NM, Scatterv, scatterv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)         \
+    SHIM_COLL_ALLGATHERV(NM, Allgatherv, allgatherv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)   \
+    SHIM_COLL_ALLTOALLV(NM, Alltoallv, alltoallv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)
+
+#define SHIM_COLL_GATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                    \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf,                 \
+        const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype, int root,           \
+        MPI_Comm comm XP())                                                                     \
+    {                                                                                           \
+        RUN(shim_coll_gatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype,   \
+                              recvbuf, SHIM_ARRAY(rcounts), SHIM_ARRAY(displs), rtype, root,    \
+                              comm),                                                            \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
+                                               displs, rtype, root, comm XA()),                 \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
+                                               rtype, root, comm XA()));                        \
+    }
+
+#define SHIM_COLL_SCATTERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                   \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, const COUNT_T scounts[], const DISP_T displs[],                    \
+        MPI_Datatype stype, void *recvbuf, COUNT_T rcount, MPI_Datatype rtype, int root,        \
+        MPI_Comm comm XP())                                                                     \
+    {                                                                                           \
+        RUN(shim_coll_scatterv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                 \
+                               SHIM_ARRAY(scounts), SHIM_ARRAY(displs), stype, recvbuf, rcount, \
+                               rtype, root, comm),                                              \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, displs, stype, recvbuf,        \
+                                               rcount, rtype, root, comm XA()),                 \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, displs,      \
+                                               stype, SHIM_COLL_ARG(1, recvbuf), rcount, rtype, \
+                                               root, comm XA()));                               \
+    }
+
+#define SHIM_COLL_ALLGATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                 \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf,                 \
+        const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype,                     \
+        MPI_Comm comm XP())                                                                     \
+    {                                                                                           \
+        RUN(shim_coll_allgatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount,       \
+                                 stype, recvbuf, SHIM_ARRAY(rcounts), SHIM_ARRAY(displs),       \
+                                 rtype, comm),                                                  \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
+                                               displs, rtype, comm XA()),                       \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
+                                               rtype, comm XA()));                              \
+    }
+
+#define SHIM_COLL_ALLTOALLV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                  \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
+        const void *sendbuf, const COUNT_T scounts[], const DISP_T sdispls[],                   \
+        MPI_Datatype stype, void *recvbuf, const COUNT_T rcounts[], const DISP_T rdispls[],     \
+        MPI_Datatype rtype, MPI_Comm comm XP())                                                 \
+    {                                                                                           \
+        RUN(shim_coll_alltoallv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                \
+                                SHIM_ARRAY(scounts), SHIM_ARRAY(sdispls), stype, recvbuf,       \
+                                SHIM_ARRAY(rcounts), SHIM_ARRAY(rdispls), rtype, comm),         \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, sdispls, stype, recvbuf,       \
+                                               rcounts, rdispls, rtype, comm XA()),             \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls,     \
+                                               stype, SHIM_COLL_ARG(1, recvbuf), rcounts,       \
+                                               rdispls, rtype, comm XA()));                     \
+    }
+
 /* ---- pool ------------------------------------------------------------------ */
 
 void shim_pool_configure(size_t cap_bytes);
@@ -151,9 +503,14 @@ struct shim_rec {
     int persistent;      /* *_init: the record lives until Request_free */
     int active;          /* persistent: started and not completed yet */
     int detached;        /* Request_free'd while active: freed at completion */
+    int coll;            /* a nonblocking collective: buf and buf2, out[] copied back */
     MPI_Comm comm;
     const char *call;
     struct shim_buf buf;
+    struct shim_buf buf2; /* a collective's second buffer (recvbuf) */
+    size_t out[2];        /* a collective: bytes of buf, buf2 MPI writes (0: none) */
+    struct shim_piece *pieces[2]; /* a v collective: what MPI writes, block by block */
+    int npieces[2];
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in
@@ -162,6 +519,13 @@ struct shim_rec {
  * *req is MPI_REQUEST_NULL. Returns MPI_SUCCESS or an error code. */
 int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                  const struct shim_buf *b);
+
+/* Record a nonblocking collective whose request PMPI just returned in *req,
+ * on the staging of @p c (shim_coll_*): at completion what MPI wrote into
+ * each staged buffer is copied back (c->out bytes where MPI writes), then the
+ * staging memory is released. Without memory for the record, the request is
+ * completed here, as shim_rec_add does. */
+int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c);
 
 /* Record a persistent request (*_init) just made on staging memory. Without
  * memory for the record, the request is freed and an error returned. */
@@ -234,37 +598,6 @@ int shim_batch_end(struct shim_batch *bt, int rc);
  * The call's result. */
 int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
                      MPI_Comm comm);
-
-/* ---- collectives (shim_coll.c; the v and w forms: shim_collv.c) ---------- */
-
-/* MPI-4 libraries have the large-count MPI_X_c forms: they are wrapped too. */
-#if MPI_VERSION >= 4
-#define SHIM_LARGE_COUNT 1
-#else
-#define SHIM_LARGE_COUNT 0
-#endif
-
-/* One collective call: up to two staged buffers (shim_coll.c's; shim_collv.c
- * uses the communicator fields only). */
-struct coll {
-    const char *call;
-    MPI_Comm comm;
-    int inter; /* an intercommunicator: classify only, refuse device buffers */
-    int rank, size;
-    int root;  /* this rank is the root of a rooted call */
-    struct shim_buf b[2];
-    int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */
-    size_t out[2];    /* bytes MPI writes from the start of the buffer */
-    MPI_Count ext[2]; /* the datatype's extent */
-};
-
-/*
- * Start call @p call on @p comm (MPI_COMM_NULL: MPI_Reduce_local). @p root:
- * the root argument of a rooted call, or MPI_UNDEFINED. 0 when the call goes
- * straight to PMPI: an invalid communicator (MPI reports it), or an
- * intercommunicator's MPI_PROC_NULL rank (no buffer is significant).
- */
-int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root);
 
 /* ---- stats ---------------------------------------------------------------- */
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Blocking collectives (issue 13, first piece): MPI_Bcast, Allreduce, Reduce,
- * Reduce_local, Allgather, Gather, Scatter, Alltoall, Scan, Exscan,
- * Reduce_scatter_block and Reduce_scatter, and their large-count MPI_X_c forms on an MPI-4
- * library. MPI_Barrier has no buffer and is not wrapped.
+ * Blocking collectives (issue 13): MPI_Bcast, Allreduce, Reduce, Reduce_local,
+ * Allgather, Gather, Scatter, Alltoall, Scan, Exscan, Reduce_scatter_block,
+ * Reduce_scatter, Gatherv, Scatterv, Allgatherv, Alltoallv and Alltoallw, and
+ * their large-count MPI_X_c forms on an MPI-4 library. MPI_Barrier has no
+ * buffer and is not wrapped.
  *
  * Staged as point-to-point is: each device buffer that the standard makes
  * significant on this rank is copied to pinned host memory before the call
@@ -13,14 +14,31 @@
  * rank (Gather's recvbuf off the root, Scatter's sendbuf off the root,
  * Reduce's recvbuf off the root) go to PMPI untouched and unclassified.
  *
+ * What each call stages is decided by its shim_coll_X function (shim.h),
+ * which the nonblocking wrappers (shim_icoll.c) share; the copy back of a
+ * blocking call is shim_coll_end, right after PMPI returns.
+ *
+ * The v and w forms (MPI_Gatherv, Scatterv, Allgatherv, Alltoallv, Alltoallw
+ * and their _c forms; shim_coll_gatherv & co.) stage the span of a buffer's
+ * blocks and move only the blocks, in and back (c->pieces): the bytes between
+ * blocks are never written on the device.
+ *
  * An intercommunicator is passed through when its buffers are host memory;
  * a device buffer on one is refused with MPI_ERR_COMM.
  */
 #include "shim.h"
 
+#include <stdlib.h>
+
 /* ---- one collective call: up to two staged buffers --------------------------------- */
 
-int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root)
+/*
+ * Start call @p call on @p comm (MPI_COMM_NULL: MPI_Reduce_local). @p root:
+ * the root argument of a rooted call, or MPI_UNDEFINED. 0 when the call goes
+ * straight to PMPI: an invalid communicator (MPI reports it), or an
+ * intercommunicator's MPI_PROC_NULL rank (no buffer is significant).
+ */
+static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int root)
 {
     c->call = call;
     c->comm = comm;
@@ -29,6 +47,10 @@ int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root)
     c->size = 1;
     c->root = 0;
     c->b[0].staged = c->b[1].staged = 0;
+    c->dir[0] = c->dir[1] = 0;
+    c->out[0] = c->out[1] = 0;
+    c->pieces[0] = c->pieces[1] = NULL;
+    c->npieces[0] = c->npieces[1] = 0;
     if (comm == MPI_COMM_NULL)
         return 1;
     if (PMPI_Comm_test_inter(comm, &c->inter) != MPI_SUCCESS ||
@@ -45,12 +67,14 @@ int coll_begin(struct coll *c, const char *call, MPI_Comm comm, int root)
     return 1;
 }
 
-static void coll_release(struct coll *c)
+void shim_coll_release(struct shim_coll *c)
 {
-    shim_release(&c->b[0]);
-    shim_release(&c->b[1]);
+    for (int i = 0; i < 2; i++) {
+        shim_release(&c->b[i]);
+        free(c->pieces[i]);
+        c->pieces[i] = NULL;
+    }
 }
-
 /*
  * Stage buffer @p i: @p blocks x @p count elements of @p dt at @p buf,
  * copied in for SHIM_TO_MPI; @p out_elems of them (from the start) copied
@@ -58,8 +82,8 @@ static void coll_release(struct coll *c)
  * is only classified, and refused when it is device memory. On an error the
  * buffers staged before are released.
  */
-static int coll_stage(struct coll *c, int i, const void *buf, MPI_Count blocks, MPI_Count count,
-                      MPI_Datatype dt, int dir, MPI_Count out_elems)
+static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blocks,
+                      MPI_Count count, MPI_Datatype dt, int dir, MPI_Count out_elems)
 {
     c->b[i].staged = 0;
     c->dir[i] = dir;
@@ -83,7 +107,7 @@ static int coll_stage(struct coll *c, int i, const void *buf, MPI_Count blocks, 
         rc = shim_stage(c->call, buf, blocks * count, dt, c->comm, dir, &c->b[i]);
     }
     if (rc != MPI_SUCCESS) {
-        coll_release(c);
+        shim_coll_release(c);
         return rc;
     }
     if (c->b[i].staged) {
@@ -93,20 +117,20 @@ static int coll_stage(struct coll *c, int i, const void *buf, MPI_Count blocks, 
     return MPI_SUCCESS;
 }
 
-static int coll_staged(const struct coll *c)
+int shim_coll_staged(const struct shim_coll *c)
 {
     return c->b[0].staged || c->b[1].staged;
 }
 
 /* The pointer PMPI gets for buffer @p i (the user's when not staged). */
-static void *coll_arg(struct coll *c, int i, const void *buf)
+void *shim_coll_arg(const struct shim_coll *c, int i, const void *buf)
 {
     return c->b[i].staged ? shim_host_arg(&c->b[i]) : (void *)buf;
 }
 
 /* MPI_IN_PLACE of Gather and Allgather: only this rank's block of the
  * receive buffer is MPI's input; copy just it in. */
-static int coll_copy_in_block(struct coll *c, int i, MPI_Count block_elems)
+static int coll_copy_in_block(struct shim_coll *c, int i, MPI_Count block_elems)
 {
     struct shim_buf *b = &c->b[i];
     if (!b->staged)
@@ -115,61 +139,40 @@ static int coll_copy_in_block(struct coll *c, int i, MPI_Count block_elems)
     size_t len = (size_t)block_elems * (size_t)c->ext[i];
     if (off >= b->bytes)
         return MPI_SUCCESS;
-    struct shim_buf part = *b;
-    part.first += off;
-    part.host += off;
-    part.bytes = len < b->bytes - off ? len : b->bytes - off;
+    struct shim_buf part = shim_buf_part(b, off, len);
     int rc = shim_restage(c->call, &part, c->comm);
     if (rc != MPI_SUCCESS)
-        coll_release(c);
+        shim_coll_release(c);
     return rc;
 }
 
 /* After PMPI returned @p rc: copy back what MPI wrote (when it succeeded),
  * release the staging memory. The call's result. */
-static int coll_end(struct coll *c, int rc)
+int shim_coll_unstage(const char *call, struct shim_buf *b, size_t out,
+                      const struct shim_piece *pieces, int npieces, MPI_Comm comm)
 {
-    for (int i = 0; i < 2; i++) {
-        if (c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI) && rc == MPI_SUCCESS)
-            rc = shim_unstage(c->call, &c->b[i], c->out[i], c->comm);
+    if (pieces == NULL)
+        return shim_unstage(call, b, out, comm);
+    int rc = MPI_SUCCESS;
+    for (int k = 0; k < npieces && rc == MPI_SUCCESS; k++) {
+        struct shim_buf part = shim_buf_part(b, pieces[k].off, pieces[k].len);
+        rc = shim_unstage(call, &part, part.bytes, comm);
     }
-    coll_release(c);
     return rc;
 }
 
-/* The sum of counts[0..n) in *total; 0 (pass through: MPI reports it) when
- * one is negative or the sum is out of range. int and MPI_Count arrays. */
-#define COLL_SUM(NAME, COUNT_T)                                                  \
-    static int NAME(int n, const COUNT_T counts[], MPI_Count *total)             \
-    {                                                                            \
-        MPI_Count sum = 0;                                                       \
-        for (int i = 0; i < n; i++) {                                            \
-            if (counts[i] < 0 || (MPI_Count)counts[i] > ((MPI_Count)1 << 62) - sum) \
-                return 0;                                                        \
-            sum += counts[i];                                                    \
-        }                                                                        \
-        *total = sum;                                                            \
-        return 1;                                                                \
+int shim_coll_end(struct shim_coll *c, int rc)
+{
+    for (int i = 0; i < 2; i++) {
+        if (c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI) && rc == MPI_SUCCESS)
+            rc = shim_coll_unstage(c->call, &c->b[i], c->out[i], c->pieces[i], c->npieces[i],
+                                   c->comm);
     }
+    shim_coll_release(c);
+    return rc;
+}
 
-COLL_SUM(coll_sum_int, int)
-#if SHIM_LARGE_COUNT
-COLL_SUM(coll_sum_count, MPI_Count)
-#define coll_sum(n, counts, total)                                                   \
-    _Generic((counts), const int *: coll_sum_int, int *: coll_sum_int, default: coll_sum_count)( \
-        n, counts, total)
-#else
-#define coll_sum coll_sum_int
-#endif
-
-/* ---- the wrappers -------------------------------------------------------------------- */
-
-/* Every wrapper: the one cached check, begin, stage, PMPI with the user's
- * arguments when nothing was staged, else with host pointers, then end. */
-#define COLL_RUN(PMPI_CALL_USER, PMPI_CALL_HOST) \
-    if (!coll_staged(&c))                        \
-        return PMPI_CALL_USER;                   \
-    return coll_end(&c, PMPI_CALL_HOST)
+/* ---- what each call stages ------------------------------------------------------- */
 
 #define STAGE_OR_RETURN(expr)        \
     do {                             \
@@ -178,215 +181,507 @@ COLL_SUM(coll_sum_count, MPI_Count)
             return rc_;              \
     } while (0)
 
-#define COLL_WRAPPERS(SFX, COUNT_T)                                                               \
-    SHIM_EXPORT int MPI_Bcast##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int root,           \
-                                   MPI_Comm comm)                                                 \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                          \
-            !coll_begin(&c, "MPI_Bcast" #SFX, comm, root))                                        \
-            return PMPI_Bcast##SFX(buf, count, dt, root, comm);                                   \
-        STAGE_OR_RETURN(coll_stage(&c, 0, buf, 1, count, dt,                                      \
-                                   c.root ? SHIM_TO_MPI : SHIM_FROM_MPI, count));                 \
-        COLL_RUN(PMPI_Bcast##SFX(buf, count, dt, root, comm),                                     \
-                 PMPI_Bcast##SFX(coll_arg(&c, 0, buf), count, dt, root, comm));                   \
-    }                                                                                             \
-                                                                                                  \
-    /* Allreduce, Scan: MPI_IN_PLACE makes recvbuf the input too. */                              \
-    COLL_REDUCE_ALL(Allreduce, SFX, COUNT_T)                                                      \
-    COLL_REDUCE_ALL(Scan, SFX, COUNT_T)                                                           \
-                                                                                                  \
-    /* Exscan: recvbuf of rank 0 is undefined after the call: left as it was (with               \
-     * MPI_IN_PLACE only read, else neither read nor written back). */                           \
-    SHIM_EXPORT int MPI_Exscan##SFX(const void *sendbuf, void *recvbuf, COUNT_T count,            \
-                                    MPI_Datatype dt, MPI_Op op, MPI_Comm comm)                    \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                          \
-            !coll_begin(&c, "MPI_Exscan" #SFX, comm, MPI_UNDEFINED))                              \
-            return PMPI_Exscan##SFX(sendbuf, recvbuf, count, dt, op, comm);                       \
-        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
-        int out = c.rank == 0 ? 0 : SHIM_FROM_MPI;                                                \
-        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));                \
-        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, 1, count, dt,                                  \
-                                   out | (in_place ? SHIM_TO_MPI : 0), count));                   \
-        COLL_RUN(PMPI_Exscan##SFX(sendbuf, recvbuf, count, dt, op, comm),                         \
-                 PMPI_Exscan##SFX(coll_arg(&c, 0, sendbuf), coll_arg(&c, 1, recvbuf), count, dt,  \
-                                  op, comm));                                                     \
-    }                                                                                             \
-                                                                                                  \
-    /* Reduce: recvbuf is significant at the root only (MPI_IN_PLACE: the root's                  \
-     * input too). */                                                                             \
-    SHIM_EXPORT int MPI_Reduce##SFX(const void *sendbuf, void *recvbuf, COUNT_T count,            \
-                                    MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm)          \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                          \
-            !coll_begin(&c, "MPI_Reduce" #SFX, comm, root))                                       \
-            return PMPI_Reduce##SFX(sendbuf, recvbuf, count, dt, op, root, comm);                 \
-        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
-        if (!(c.inter && c.root))                                                                 \
-            STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));            \
-        if (c.root)                                                                               \
-            STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, 1, count, dt,                              \
-                                       in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));             \
-        COLL_RUN(PMPI_Reduce##SFX(sendbuf, recvbuf, count, dt, op, root, comm),                   \
-                 PMPI_Reduce##SFX(coll_arg(&c, 0, sendbuf), coll_arg(&c, 1, recvbuf), count, dt,  \
-                                  op, root, comm));                                               \
-    }                                                                                             \
-                                                                                                  \
-    /* Reduce_local: no communicator; errors go to MPI_COMM_WORLD's handler. */                   \
+int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
+                    MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root) || count == 0)
+        return MPI_SUCCESS;
+    return coll_stage(c, 0, buf, 1, count, dt, c->root ? SHIM_TO_MPI : SHIM_FROM_MPI, count);
+}
+
+/* Allreduce, Scan: MPI_IN_PLACE makes recvbuf the input too. */
+int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *sendbuf,
+                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    return coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count);
+}
+
+/* Exscan: recvbuf of rank 0 is undefined after the call: left as it was (with
+ * MPI_IN_PLACE only read, else neither read nor written back). */
+int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
+                     MPI_Count count, MPI_Datatype dt, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    int out = c->rank == 0 ? 0 : SHIM_FROM_MPI;
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    return coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count);
+}
+
+/* Reduce: recvbuf is significant at the root only (MPI_IN_PLACE: the root's
+ * input too). */
+int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
+                     MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root) || count == 0)
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    if (!(c->inter && c->root))
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    if (c->root)
+        STAGE_OR_RETURN(
+            coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
+    return MPI_SUCCESS;
+}
+
+/* Reduce_local: no communicator; errors go to MPI_COMM_WORLD's handler. */
+int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *inbuf,
+                           void *inoutbuf, MPI_Count count, MPI_Datatype dt)
+{
+    if (!coll_begin(c, call, MPI_COMM_NULL, MPI_UNDEFINED) || count == 0)
+        return MPI_SUCCESS;
+    STAGE_OR_RETURN(coll_stage(c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    return coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count);
+}
+
+/* Reduce_scatter_block: size x recvcount in, recvcount out (MPI_IN_PLACE:
+ * both in recvbuf). */
+int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const void *sendbuf,
+                                   void *recvbuf, MPI_Count count, MPI_Datatype dt,
+                                   MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
+    return coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
+                      in_place ? SHIM_BOTH : SHIM_FROM_MPI, count);
+}
+
+/* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:
+ * both in recvbuf). A negative count, or a sum out of range, is MPI's to
+ * report (nothing staged). int and MPI_Count arrays. */
+#define COLL_REDUCE_SCATTER(NAME, COUNT_T)                                                   \
+    int NAME(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,      \
+             const COUNT_T counts[], MPI_Datatype dt, MPI_Comm comm)                         \
+    {                                                                                        \
+        if (!coll_begin(c, call, comm, MPI_UNDEFINED))                                       \
+            return MPI_SUCCESS;                                                              \
+        MPI_Count total = 0;                                                                 \
+        for (int i = 0; i < c->size; i++) {                                                  \
+            if (counts[i] < 0 || (MPI_Count)counts[i] > ((MPI_Count)1 << 62) - total)        \
+                return MPI_SUCCESS;                                                          \
+            total += counts[i];                                                              \
+        }                                                                                    \
+        int in_place = sendbuf == MPI_IN_PLACE;                                              \
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));            \
+        return coll_stage(c, 1, recvbuf, 1, in_place ? total : counts[c->rank], dt,          \
+                          in_place ? SHIM_BOTH : SHIM_FROM_MPI, counts[c->rank]);            \
+    }
+
+COLL_REDUCE_SCATTER(shim_coll_reduce_scatter, int)
+#if SHIM_LARGE_COUNT
+COLL_REDUCE_SCATTER(shim_coll_reduce_scatter_c, MPI_Count)
+#endif
+
+/* Gather and Allgather: sendbuf when @p send, recvbuf (size x recvcount) when
+ * @p recv; with MPI_IN_PLACE only this rank's block of recvbuf is MPI's
+ * input (copied in so that copying back keeps it). */
+static int coll_gather_into(struct shim_coll *c, int send, int recv, const void *sendbuf,
+                            MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                            MPI_Count rcount, MPI_Datatype rtype)
+{
+    if (send)
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
+    if (!recv)
+        return MPI_SUCCESS;
+    STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, c->size, rcount, rtype, SHIM_FROM_MPI,
+                               (MPI_Count)c->size * rcount));
+    if (sendbuf == MPI_IN_PLACE)
+        return coll_copy_in_block(c, 1, rcount);
+    return MPI_SUCCESS;
+}
+
+/* Allgather, Alltoall: recvbuf holds size x recvcount. MPI_IN_PLACE:
+ * Allgather reads this rank's block of recvbuf, Alltoall all of it. */
+int shim_coll_allgather(struct shim_coll *c, const char *call, const void *sendbuf,
+                        MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                        MPI_Datatype rtype, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    return coll_gather_into(c, 1, 1, sendbuf, scount, stype, recvbuf, rcount, rtype);
+}
+
+int shim_coll_alltoall(struct shim_coll *c, const char *call, const void *sendbuf,
+                       MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                       MPI_Datatype rtype, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, scount, stype, SHIM_TO_MPI, 0));
+    return coll_stage(c, 1, recvbuf, c->size, rcount, rtype, in_place ? SHIM_BOTH : SHIM_FROM_MPI,
+                      (MPI_Count)c->size * rcount);
+}
+
+/* Gather: recvbuf at the root only (an intercommunicator's root sends nothing). */
+int shim_coll_gather(struct shim_coll *c, const char *call, const void *sendbuf,
+                     MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                     MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root))
+        return MPI_SUCCESS;
+    return coll_gather_into(c, !(c->inter && c->root), c->root, sendbuf, scount, stype, recvbuf,
+                            rcount, rtype);
+}
+
+/* Scatter: sendbuf (size x sendcount) at the root only; MPI_IN_PLACE as the
+ * root's recvbuf leaves its block where it is. */
+int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
+                      MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root))
+        return MPI_SUCCESS;
+    if (c->root)
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, scount, stype, SHIM_TO_MPI, 0));
+    if (!(c->inter && c->root))
+        STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount));
+    return MPI_SUCCESS;
+}
+
+/* ---- the v and w forms ------------------------------------------------------------- */
+
+/*
+ * A buffer of a v or w call is a list of blocks, one per peer: counts[q]
+ * elements at displacement displs[q], in extents of its datatype (in bytes,
+ * with a datatype per peer, for Alltoallw). The span from the lowest block's
+ * first byte to the highest block's last one is classified and staged as one
+ * piece of pool memory, and only the blocks move (adjacent blocks in one
+ * copy): in at the call where MPI reads them, back after it where MPI wrote
+ * them (c->pieces). Bytes between the blocks are never written on the device.
+ */
+struct coll_vspec {
+    int n; /* blocks */
+    struct shim_array counts, displs;
+    MPI_Datatype type;         /* the datatype of every block */
+    const MPI_Datatype *types; /* or (Alltoallw) one per block, displs in bytes */
+};
+
+/* Which blocks a copy moves: none, all, all but block k, block k only. */
+enum { V_NONE, V_ALL, V_EXCEPT, V_ONLY };
+
+struct coll_vpick {
+    int mode, k;
+};
+
+static const struct coll_vpick v_none = {V_NONE, 0}, v_all = {V_ALL, 0};
+
+static int v_picked(struct coll_vpick p, int q)
+{
+    return p.mode == V_ALL || (p.mode == V_EXCEPT && q != p.k) || (p.mode == V_ONLY && q == p.k);
+}
+
+/* One block: bytes [lo, lo + len) from the user's buf (len 0: empty). */
+struct coll_vblock {
+    MPI_Count lo, len;
+    int dense; /* its type map is one contiguous run of len bytes */
+};
+
+/* A datatype's size, true lower bound, true extent and extent; 0 when MPI
+ * does not know it (a bad type: MPI's to report). */
+struct coll_vtype {
+    MPI_Count size, tlb, text, ext;
+};
+
+static int v_type(MPI_Datatype dt, struct coll_vtype *t)
+{
+    MPI_Count lb = 0;
+    return PMPI_Type_size_x(dt, &t->size) == MPI_SUCCESS && t->size != MPI_UNDEFINED &&
+           t->size >= 0 && PMPI_Type_get_true_extent_x(dt, &t->tlb, &t->text) == MPI_SUCCESS &&
+           PMPI_Type_get_extent_x(dt, &lb, &t->ext) == MPI_SUCCESS;
+}
+
+#define COLL_LIMIT ((MPI_Count)1 << 62)
+
+/* Block q of @p s into *b. 1: done; 0: MPI's to report (a negative count or a
+ * bad type: nothing is staged); -1: out of range. A datatype is looked at only
+ * once a block uses it (a zero count's may be MPI_DATATYPE_NULL). */
+static int v_block(const struct coll_vspec *s, int q, struct coll_vtype *one, int *have_one,
+                   struct coll_vblock *b)
+{
+    MPI_Count count = shim_array_at(s->counts, q);
+    struct coll_vtype t;
+    b->lo = b->len = 0;
+    b->dense = 1;
+    if (count < 0)
+        return 0;
+    if (count == 0)
+        return 1;
+    if (s->types != NULL) {
+        if (!v_type(s->types[q], &t))
+            return 0;
+    } else {
+        if (!*have_one && !(*have_one = v_type(s->type, one)))
+            return 0;
+        t = *one;
+    }
+    if (t.size == 0)
+        return 1;
+    /* Element j starts (true lower bound) at at + j x extent, j < count
+     * (downwards for a negative extent), and is text bytes long. */
+    MPI_Count d = shim_array_at(s->displs, q), unit = s->types != NULL ? 1 : t.ext, at, step;
+    if (__builtin_mul_overflow(d, unit, &at) || __builtin_add_overflow(at, t.tlb, &at) ||
+        __builtin_mul_overflow(count - 1, t.ext, &step) || at > COLL_LIMIT ||
+        at < -COLL_LIMIT || step > COLL_LIMIT || step < -COLL_LIMIT || t.text > COLL_LIMIT)
+        return -1;
+    b->dense = t.size == t.text && (count == 1 || t.ext == t.size);
+    b->lo = step < 0 ? at + step : at;
+    b->len = b->dense ? count * t.size : (step < 0 ? -step : step) + t.text;
+    return 1;
+}
+
+/* The blocks @p p picks as runs (adjacent blocks merged), offsets from the
+ * span's first byte @p lo, into runs[]: their number. */
+static int v_runs(const struct coll_vblock *blk, int n, struct coll_vpick p, MPI_Count lo,
+                  struct shim_piece *runs)
+{
+    int nr = 0;
+    for (int q = 0; q < n; q++) {
+        if (!v_picked(p, q) || blk[q].len == 0)
+            continue;
+        size_t off = (size_t)(blk[q].lo - lo), len = (size_t)blk[q].len;
+        if (nr > 0 && runs[nr - 1].off + runs[nr - 1].len == off)
+            runs[nr - 1].len += len;
+        else
+            runs[nr++] = (struct shim_piece){off, len};
+    }
+    return nr;
+}
+
+#define COLL_VSTACK 16
+
+/*
+ * Stage buffer @p i of a v or w form: the blocks of @p s at @p buf, those
+ * @p in picks copied in now, those @p out picks copied back after the call.
+ * On an intercommunicator the span is only classified (device memory there is
+ * refused). Device memory reached through MPI_BOTTOM (absolute displacements)
+ * is refused, and so is a block whose type map is not one contiguous run. On
+ * an error the buffers staged before are released.
+ */
+static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struct coll_vspec *s,
+                        struct coll_vpick in, struct coll_vpick out)
+{
+    struct shim_buf *b = &c->b[i];
+    b->staged = 0;
+    c->dir[i] = (in.mode != V_NONE ? SHIM_TO_MPI : 0) | (out.mode != V_NONE ? SHIM_FROM_MPI : 0);
+    if (buf == MPI_IN_PLACE || s->n <= 0)
+        return MPI_SUCCESS;
+    struct coll_vblock stack[COLL_VSTACK], *blk = stack;
+    struct shim_piece *runs = NULL;
+    int rc = MPI_SUCCESS;
+    if (s->n > COLL_VSTACK && (blk = malloc(sizeof *blk * (size_t)s->n)) == NULL) {
+        blk = stack;
+        rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
+    }
+    struct coll_vtype one = {0};
+    int have_one = 0, any = 0, dense = 1;
+    MPI_Count lo = 0, hi = 0;
+    for (int q = 0; q < s->n && rc == MPI_SUCCESS; q++) {
+        int r = v_block(s, q, &one, &have_one, &blk[q]);
+        if (r == 0)
+            goto done; /* MPI's to report: not staged */
+        if (r < 0) {
+            rc = shim_error(c->comm, MPI_ERR_COUNT, c->call,
+                            "counts and displacements out of range");
+        } else if (blk[q].len > 0) {
+            MPI_Count end = blk[q].lo + blk[q].len;
+            lo = any && lo < blk[q].lo ? lo : blk[q].lo;
+            hi = any && hi > end ? hi : end;
+            dense &= blk[q].dense;
+            any = 1;
+        }
+    }
+    /* Classify the span (no copy yet); with MPI_BOTTOM the addresses are absolute. */
+    if (rc == MPI_SUCCESS && any)
+        rc = shim_stage(c->call, (const void *)((uintptr_t)buf + (uintptr_t)(intptr_t)lo),
+                        hi - lo, MPI_BYTE, c->comm, 0, b);
+    if (rc == MPI_SUCCESS && b->staged) {
+        if (c->inter)
+            rc = shim_error(c->comm, MPI_ERR_COMM, c->call,
+                            "device buffers on an intercommunicator are not supported (yet)");
+        else if (buf == MPI_BOTTOM)
+            rc = shim_error(c->comm, MPI_ERR_BUFFER, c->call,
+                            "MPI_BOTTOM with a datatype that reaches device memory "
+                            "is not supported");
+        else if (!dense)
+            rc = shim_error(c->comm, MPI_ERR_TYPE, c->call,
+                            "a datatype that is not one contiguous block on device memory "
+                            "is not supported (yet)");
+        else if ((runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
+            rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
+    }
+    if (rc == MPI_SUCCESS && b->staged) {
+        b->tlb = (MPI_Aint)lo; /* PMPI gets host - lo: the staging of displacement 0 */
+        int nr = v_runs(blk, s->n, in, lo, runs);
+        for (int k = 0; k < nr && rc == MPI_SUCCESS; k++) {
+            struct shim_buf part = shim_buf_part(b, runs[k].off, runs[k].len);
+            rc = shim_restage(c->call, &part, c->comm);
+        }
+        if (rc == MPI_SUCCESS && out.mode != V_NONE) {
+            c->npieces[i] = v_runs(blk, s->n, out, lo, runs);
+            c->pieces[i] = runs; /* freed by shim_coll_release or the request record */
+            runs = NULL;
+        }
+    }
+done:
+    free(runs);
+    if (blk != stack)
+        free(blk);
+    if (rc != MPI_SUCCESS)
+        shim_coll_release(c);
+    return rc;
+}
+
+/* The blocks of a per-peer array: the remote group's on an intercommunicator. */
+static int coll_peers(const struct shim_coll *c)
+{
+    int n = c->size;
+    if (c->inter && PMPI_Comm_remote_size(c->comm, &n) != MPI_SUCCESS)
+        n = 0;
+    return n;
+}
+
+/* Gatherv: recvbuf's blocks at the root only (recvcounts and displs are not
+ * read elsewhere); with MPI_IN_PLACE the root's own block is neither read nor
+ * written. */
+int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                      MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                      struct shim_array rcounts, struct shim_array displs, MPI_Datatype rtype,
+                      int root, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root))
+        return MPI_SUCCESS;
+    if (!(c->inter && c->root))
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
+    if (!c->root)
+        return MPI_SUCCESS;
+    struct coll_vspec rs = {coll_peers(c), rcounts, displs, rtype, NULL};
+    struct coll_vpick out = {sendbuf == MPI_IN_PLACE ? V_EXCEPT : V_ALL, c->rank};
+    return coll_stage_v(c, 1, recvbuf, &rs, v_none, out);
+}
+
+/* Scatterv: sendbuf's blocks at the root only (sendcounts and displs are not
+ * read elsewhere); MPI_IN_PLACE as the root's recvbuf leaves its own block
+ * unread. */
+int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbuf,
+                       struct shim_array scounts, struct shim_array displs, MPI_Datatype stype,
+                       void *recvbuf, MPI_Count rcount, MPI_Datatype rtype, int root,
+                       MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, root))
+        return MPI_SUCCESS;
+    if (c->root) {
+        struct coll_vspec ss = {coll_peers(c), scounts, displs, stype, NULL};
+        struct coll_vpick in = {recvbuf == MPI_IN_PLACE ? V_EXCEPT : V_ALL, c->rank};
+        STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, &ss, in, v_none));
+    }
+    if (!(c->inter && c->root))
+        STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount));
+    return MPI_SUCCESS;
+}
+
+/* Allgatherv: MPI_IN_PLACE reads this rank's block of recvbuf and writes the
+ * others. */
+int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *sendbuf,
+                         MPI_Count scount, MPI_Datatype stype, void *recvbuf,
+                         struct shim_array rcounts, struct shim_array displs,
+                         MPI_Datatype rtype, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
+    struct coll_vspec rs = {coll_peers(c), rcounts, displs, rtype, NULL};
+    struct coll_vpick in = {in_place ? V_ONLY : V_NONE, c->rank};
+    struct coll_vpick out = {in_place ? V_EXCEPT : V_ALL, c->rank};
+    return coll_stage_v(c, 1, recvbuf, &rs, in, out);
+}
+
+/* Alltoallv and Alltoallw: MPI_IN_PLACE reads and writes every block of
+ * recvbuf (the send arrays are not read). */
+static int coll_alltoall_vw(struct shim_coll *c, const void *sendbuf, const struct coll_vspec *ss,
+                            void *recvbuf, const struct coll_vspec *rs)
+{
+    STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, ss, v_all, v_none));
+    return coll_stage_v(c, 1, recvbuf, rs, sendbuf == MPI_IN_PLACE ? v_all : v_none, v_all);
+}
+
+int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        MPI_Datatype stype, void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, MPI_Datatype rtype, MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    struct coll_vspec ss = {coll_peers(c), scounts, sdispls, stype, NULL};
+    struct coll_vspec rs = {ss.n, rcounts, rdispls, rtype, NULL};
+    return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
+}
+
+int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendbuf,
+                        struct shim_array scounts, struct shim_array sdispls,
+                        const MPI_Datatype stypes[], void *recvbuf, struct shim_array rcounts,
+                        struct shim_array rdispls, const MPI_Datatype rtypes[], MPI_Comm comm)
+{
+    if (!coll_begin(c, call, comm, MPI_UNDEFINED))
+        return MPI_SUCCESS;
+    struct coll_vspec ss = {coll_peers(c), scounts, sdispls, MPI_DATATYPE_NULL, stypes};
+    struct coll_vspec rs = {ss.n, rcounts, rdispls, MPI_DATATYPE_NULL, rtypes};
+    return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
+}
+
+/* ---- the wrappers -------------------------------------------------------------------- */
+
+/* A blocking wrapper: the staging, PMPI with host pointers, the copy back. */
+#define COLL_RUN(PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
+    SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER);             \
+    return shim_coll_end(&c, PMPI_CALL_HOST)
+
+/* Reduce_local has no nonblocking or persistent form. */
+#define REDUCE_LOCAL_WRAPPER(SFX, COUNT_T)                                                        \
     SHIM_EXPORT int MPI_Reduce_local##SFX(const void *inbuf, void *inoutbuf, COUNT_T count,       \
                                           MPI_Datatype dt, MPI_Op op)                             \
     {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                          \
-            !coll_begin(&c, "MPI_Reduce_local" #SFX, MPI_COMM_NULL, MPI_UNDEFINED))               \
-            return PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op);                        \
-        STAGE_OR_RETURN(coll_stage(&c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));                  \
-        STAGE_OR_RETURN(coll_stage(&c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count));             \
-        COLL_RUN(PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op),                          \
-                 PMPI_Reduce_local##SFX(coll_arg(&c, 0, inbuf), coll_arg(&c, 1, inoutbuf), count, \
-                                        dt, op));                                                 \
-    }                                                                                             \
-                                                                                                  \
-    /* Reduce_scatter_block: size x recvcount in, recvcount out (MPI_IN_PLACE:                    \
-     * both in recvbuf). */                                                                       \
-    SHIM_EXPORT int MPI_Reduce_scatter_block##SFX(const void *sendbuf, void *recvbuf,             \
-                                                  COUNT_T count, MPI_Datatype dt, MPI_Op op,      \
-                                                  MPI_Comm comm)                                  \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                          \
-            !coll_begin(&c, "MPI_Reduce_scatter_block" #SFX, comm, MPI_UNDEFINED))                \
-            return PMPI_Reduce_scatter_block##SFX(sendbuf, recvbuf, count, dt, op, comm);         \
-        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
-        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, c.size, count, dt, SHIM_TO_MPI, 0));           \
-        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, in_place ? c.size : 1, count, dt,              \
-                                   in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));                 \
-        COLL_RUN(PMPI_Reduce_scatter_block##SFX(sendbuf, recvbuf, count, dt, op, comm),           \
-                 PMPI_Reduce_scatter_block##SFX(coll_arg(&c, 0, sendbuf),                         \
-                                                coll_arg(&c, 1, recvbuf), count, dt, op, comm));  \
-    }                                                                                             \
-                                                                                                  \
-    /* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:         \
-     * both in recvbuf). A negative count is MPI's to report. */                                 \
-    SHIM_EXPORT int MPI_Reduce_scatter##SFX(const void *sendbuf, void *recvbuf,                   \
-                                            const COUNT_T counts[], MPI_Datatype dt, MPI_Op op,   \
-                                            MPI_Comm comm)                                        \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        MPI_Count total = 0;                                                                      \
-        if (SHIM_LIKELY(!shim_active()) ||                                                        \
-            !coll_begin(&c, "MPI_Reduce_scatter" #SFX, comm, MPI_UNDEFINED) ||                    \
-            !coll_sum(c.size, counts, &total))                                                    \
-            return PMPI_Reduce_scatter##SFX(sendbuf, recvbuf, counts, dt, op, comm);              \
-        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
-        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));                \
-        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, 1, in_place ? total : counts[c.rank], dt,      \
-                                   in_place ? SHIM_BOTH : SHIM_FROM_MPI, counts[c.rank]));        \
-        COLL_RUN(PMPI_Reduce_scatter##SFX(sendbuf, recvbuf, counts, dt, op, comm),                \
-                 PMPI_Reduce_scatter##SFX(coll_arg(&c, 0, sendbuf), coll_arg(&c, 1, recvbuf),     \
-                                          counts, dt, op, comm));                                 \
-    }                                                                                             \
-                                                                                                  \
-    /* Allgather, Alltoall: recvbuf holds size x recvcount. MPI_IN_PLACE:                         \
-     * Allgather reads this rank's block of recvbuf, Alltoall all of it. */                       \
-    SHIM_EXPORT int MPI_Allgather##SFX(const void *sendbuf, COUNT_T scount, MPI_Datatype stype,   \
-                                       void *recvbuf, COUNT_T rcount, MPI_Datatype rtype,         \
-                                       MPI_Comm comm)                                             \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) ||                                                        \
-            !coll_begin(&c, "MPI_Allgather" #SFX, comm, MPI_UNDEFINED))                           \
-            return PMPI_Allgather##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);     \
-        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));            \
-        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, c.size, rcount, rtype, SHIM_FROM_MPI,          \
-                                   (MPI_Count)c.size * rcount));                                  \
-        if (sendbuf == MPI_IN_PLACE)                                                              \
-            STAGE_OR_RETURN(coll_copy_in_block(&c, 1, rcount));                                   \
-        COLL_RUN(PMPI_Allgather##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, comm),       \
-                 PMPI_Allgather##SFX(coll_arg(&c, 0, sendbuf), scount, stype,                     \
-                                     coll_arg(&c, 1, recvbuf), rcount, rtype, comm));             \
-    }                                                                                             \
-                                                                                                  \
-    SHIM_EXPORT int MPI_Alltoall##SFX(const void *sendbuf, COUNT_T scount, MPI_Datatype stype,    \
-                                      void *recvbuf, COUNT_T rcount, MPI_Datatype rtype,          \
-                                      MPI_Comm comm)                                              \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) ||                                                        \
-            !coll_begin(&c, "MPI_Alltoall" #SFX, comm, MPI_UNDEFINED))                            \
-            return PMPI_Alltoall##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);      \
-        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
-        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, c.size, scount, stype, SHIM_TO_MPI, 0));       \
-        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, c.size, rcount, rtype,                         \
-                                   in_place ? SHIM_BOTH : SHIM_FROM_MPI,                          \
-                                   (MPI_Count)c.size * rcount));                                  \
-        COLL_RUN(PMPI_Alltoall##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, comm),        \
-                 PMPI_Alltoall##SFX(coll_arg(&c, 0, sendbuf), scount, stype,                      \
-                                    coll_arg(&c, 1, recvbuf), rcount, rtype, comm));              \
-    }                                                                                             \
-                                                                                                  \
-    /* Gather: recvbuf (size x recvcount) at the root only; with MPI_IN_PLACE the                 \
-     * root's own block is in place (copied in so that copying back keeps it). */                 \
-    SHIM_EXPORT int MPI_Gather##SFX(const void *sendbuf, COUNT_T scount, MPI_Datatype stype,      \
-                                    void *recvbuf, COUNT_T rcount, MPI_Datatype rtype, int root,  \
-                                    MPI_Comm comm)                                                \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || !coll_begin(&c, "MPI_Gather" #SFX, comm, root))        \
-            return PMPI_Gather##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);  \
-        if (!(c.inter && c.root))                                                                 \
-            STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));        \
-        if (c.root) {                                                                             \
-            STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, c.size, rcount, rtype, SHIM_FROM_MPI,      \
-                                       (MPI_Count)c.size * rcount));                              \
-            if (sendbuf == MPI_IN_PLACE)                                                          \
-                STAGE_OR_RETURN(coll_copy_in_block(&c, 1, rcount));                               \
-        }                                                                                         \
-        COLL_RUN(PMPI_Gather##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm),    \
-                 PMPI_Gather##SFX(coll_arg(&c, 0, sendbuf), scount, stype,                        \
-                                  coll_arg(&c, 1, recvbuf), rcount, rtype, root, comm));          \
-    }                                                                                             \
-                                                                                                  \
-    /* Scatter: sendbuf (size x sendcount) at the root only; MPI_IN_PLACE as the                  \
-     * root's recvbuf leaves its block where it is. */                                            \
-    SHIM_EXPORT int MPI_Scatter##SFX(const void *sendbuf, COUNT_T scount, MPI_Datatype stype,     \
-                                     void *recvbuf, COUNT_T rcount, MPI_Datatype rtype, int root, \
-                                     MPI_Comm comm)                                               \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || !coll_begin(&c, "MPI_Scatter" #SFX, comm, root))       \
-            return PMPI_Scatter##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm); \
-        if (c.root)                                                                               \
-            STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, c.size, scount, stype, SHIM_TO_MPI, 0));   \
-        if (!(c.inter && c.root))                                                                 \
-            STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount)); \
-        COLL_RUN(PMPI_Scatter##SFX(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm),   \
-                 PMPI_Scatter##SFX(coll_arg(&c, 0, sendbuf), scount, stype,                       \
-                                   coll_arg(&c, 1, recvbuf), rcount, rtype, root, comm));         \
+        COLL_RUN(shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt), \
+                 PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op),                          \
+                 PMPI_Reduce_local##SFX(SHIM_COLL_ARG(0, inbuf), SHIM_COLL_ARG(1, inoutbuf),      \
+                                        count, dt, op));                                          \
     }
 
-#define COLL_REDUCE_ALL(NAME, SFX, COUNT_T)                                                       \
-    SHIM_EXPORT int MPI_##NAME##SFX(const void *sendbuf, void *recvbuf, COUNT_T count,            \
-                                    MPI_Datatype dt, MPI_Op op, MPI_Comm comm)                    \
-    {                                                                                             \
-        struct coll c;                                                                            \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                          \
-            !coll_begin(&c, "MPI_" #NAME #SFX, comm, MPI_UNDEFINED))                              \
-            return PMPI_##NAME##SFX(sendbuf, recvbuf, count, dt, op, comm);                       \
-        int in_place = sendbuf == MPI_IN_PLACE;                                                   \
-        STAGE_OR_RETURN(coll_stage(&c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));                \
-        STAGE_OR_RETURN(coll_stage(&c, 1, recvbuf, 1, count, dt,                                  \
-                                   in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));                 \
-        COLL_RUN(PMPI_##NAME##SFX(sendbuf, recvbuf, count, dt, op, comm),                         \
-                 PMPI_##NAME##SFX(coll_arg(&c, 0, sendbuf), coll_arg(&c, 1, recvbuf), count, dt,  \
-                                  op, comm));                                                     \
+/* Alltoallw has no nonblocking form yet (shim_coll_alltoallw is ready for one). */
+#define ALLTOALLW_WRAPPER(SFX, COUNT_T, DISP_T)                                                  \
+    SHIM_EXPORT int MPI_Alltoallw##SFX(const void *sendbuf, const COUNT_T scounts[],             \
+                                       const DISP_T sdispls[], const MPI_Datatype stypes[],      \
+                                       void *recvbuf, const COUNT_T rcounts[],                   \
+                                       const DISP_T rdispls[], const MPI_Datatype rtypes[],      \
+                                       MPI_Comm comm)                                            \
+    {                                                                                            \
+        COLL_RUN(shim_coll_alltoallw(&c, "MPI_Alltoallw" #SFX, sendbuf, SHIM_ARRAY(scounts),     \
+                                     SHIM_ARRAY(sdispls), stypes, recvbuf, SHIM_ARRAY(rcounts),  \
+                                     SHIM_ARRAY(rdispls), rtypes, comm),                         \
+                 PMPI_Alltoallw##SFX(sendbuf, scounts, sdispls, stypes, recvbuf, rcounts,        \
+                                     rdispls, rtypes, comm),                                     \
+                 PMPI_Alltoallw##SFX(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls, stypes,        \
+                                     SHIM_COLL_ARG(1, recvbuf), rcounts, rdispls, rtypes, comm)); \
     }
 
-COLL_WRAPPERS(, int)
+#define COLL_NM(UPPER, LOWER) UPPER
+
+SHIM_COLL_FAMILY(COLL_NM, , , int, COLL_RUN, SHIM_NONE, SHIM_NONE)
+SHIM_COLL_V_FAMILY(COLL_NM, , , int, int, COLL_RUN, SHIM_NONE, SHIM_NONE)
+REDUCE_LOCAL_WRAPPER(, int)
+ALLTOALLW_WRAPPER(, int, int)
 
 #if SHIM_LARGE_COUNT
-COLL_WRAPPERS(_c, MPI_Count)
+SHIM_COLL_FAMILY(COLL_NM, , _c, MPI_Count, COLL_RUN, SHIM_NONE, SHIM_NONE)
+SHIM_COLL_V_FAMILY(COLL_NM, , _c, MPI_Count, MPI_Aint, COLL_RUN, SHIM_NONE, SHIM_NONE)
+REDUCE_LOCAL_WRAPPER(_c, MPI_Count)
+ALLTOALLW_WRAPPER(_c, MPI_Count, MPI_Aint)
 #endif

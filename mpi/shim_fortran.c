@@ -10,7 +10,7 @@
  *     function) and the one of `use mpi_f08` (mpi_send_f08_), forwarding to
  *     the MPI's profiling entry points (pmpi_send_, pmpi_send_f08_); the
  *     blocking collectives instead convert their arguments and call the
- *     shim's own C wrappers (MPI_Bcast & co., shim_coll.c, shim_collv.c).
+ *     shim's own C wrappers (MPI_Bcast & co., shim_coll.c).
  *   SHIM_FORTRAN_F08_COMPLETION (MPICH 4.0): mpif.h and `use mpi` call MPI_*
  *     (the C wrappers see them), and so do the sends, receives and
  *     collectives of `use mpi_f08`; but its Init, Init_thread, Finalize,
@@ -822,7 +822,7 @@ static void f_startall(f_startall_fn fn, fint *count, fint *req, fint *ierr)
  * not active the MPI's own Fortran entry point gets the call unchanged;
  * otherwise the wrapper converts what Open MPI's binding converts (the
  * handles, Fortran's MPI_IN_PLACE and MPI_BOTTOM) and calls the shim's C
- * wrapper (MPI_X of shim_coll.c and shim_collv.c), which classifies, stages
+ * wrapper (MPI_X of shim_coll.c), which classifies, stages
  * and calls PMPI_X as for a C program: one piece of code decides. A
  * reduction op made by MPI_Op_create from Fortran goes through
  * PMPI_Op_f2c, as in Open MPI's own binding; MPI calls the Fortran function

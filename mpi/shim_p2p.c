@@ -47,13 +47,9 @@ SHIM_EXPORT int MPI_Finalize(void)
 /*
  * Each wrapper is a macro of (SFX, COUNT_T): once as MPI_X (int counts) and,
  * for an MPI-4 library (MPICH 4: MPI_VERSION 4), once more as the
- * large-count MPI_X_c (MPI_Count counts), the same code.
+ * large-count MPI_X_c (MPI_Count counts), the same code (SHIM_LARGE_COUNT,
+ * shim.h).
  */
-#if MPI_VERSION >= 4
-#define SHIM_LARGE_COUNT 1
-#else
-#define SHIM_LARGE_COUNT 0
-#endif
 
 /* ---- blocking sends ------------------------------------------------------------- */
 

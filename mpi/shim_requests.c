@@ -17,6 +17,10 @@
  * MPI_Finalize; then its staging memory goes back to the pool (and a
  * receive's data to the device).
  *
+ * A nonblocking collective's record holds up to two staged buffers and the
+ * bytes MPI writes into each (known at the call, not from a status); it is
+ * finished like a receive's (recv is 1), Request_free detaches it too.
+ *
  * Persistent requests (*_init) keep their record, staging memory included,
  * from init to Request_free: active from MPI_Start to completion.
  */
@@ -84,6 +88,41 @@ int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
     return MPI_SUCCESS;
 }
 
+int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
+{
+    struct shim_rec local;
+    struct shim_rec *r = malloc(sizeof *r);
+    if (r == NULL)
+        r = &local; /* finished now, below */
+    *r = (struct shim_rec){.req = *req,
+                           .recv = 1,
+                           .coll = 1,
+                           .comm = c->comm,
+                           .call = c->call,
+                           .buf = c->b[0],
+                           .buf2 = c->b[1]};
+    for (int i = 0; i < 2; i++) {
+        int back = c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI);
+        r->out[i] = back ? c->out[i] : 0;
+        r->pieces[i] = c->pieces[i]; /* the record owns them now */
+        r->npieces[i] = back ? c->npieces[i] : 0;
+    }
+    if (r == &local) {
+        /* No record, no way to finish later: finish now (the call becomes blocking). */
+        MPI_Status st;
+        int rc = PMPI_Wait(req, &st);
+        int rc2 = shim_copy_ok(rc) ? shim_rec_copy_now(r, &st) : MPI_SUCCESS;
+        shim_release(&r->buf);
+        shim_release(&r->buf2);
+        free(r->pieces[0]);
+        free(r->pieces[1]);
+        return rc != MPI_SUCCESS ? rc : rc2;
+    }
+    atomic_fetch_add(&shim_records_live, 1);
+    insert(r);
+    return MPI_SUCCESS;
+}
+
 int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                             const struct shim_buf *b)
 {
@@ -116,6 +155,9 @@ int shim_rec_start(struct shim_rec *r)
 static void rec_free(struct shim_rec *r)
 {
     shim_release(&r->buf);
+    shim_release(&r->buf2);
+    free(r->pieces[0]);
+    free(r->pieces[1]);
     free(r);
     atomic_fetch_sub(&shim_records_live, 1);
 }
@@ -156,7 +198,19 @@ void shim_rec_put_back(struct shim_rec *r)
 
 int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st)
 {
-    int rc = shim_unstage(r->call, &r->buf, shim_received_bytes(st), r->comm);
+    int rc;
+    if (!r->coll) {
+        rc = shim_unstage(r->call, &r->buf, shim_received_bytes(st), r->comm);
+    } else {
+        /* What MPI wrote is known from the call; the status is not read (a
+         * collective cannot be cancelled, and MPICH 4.0.2's
+         * MPI_Request_get_status leaves a collective's status unset). */
+        rc = shim_coll_unstage(r->call, &r->buf, r->out[0], r->pieces[0], r->npieces[0],
+                               r->comm);
+        if (rc == MPI_SUCCESS)
+            rc = shim_coll_unstage(r->call, &r->buf2, r->out[1], r->pieces[1], r->npieces[1],
+                                   r->comm);
+    }
     r->copied = 1;
     return rc;
 }

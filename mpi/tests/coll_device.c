@@ -27,192 +27,8 @@
  * Prints "coll_device: rank R: PASS" or "FAILED ..." lines; exit status 1 on
  * a failure.
  */
-#include <mpi.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "mpi_prog.h"
-#include "testdrv.h"
-
-static int rank, nranks, ndev;
-static int failures, checks;
-static cdContext primary[2];
-
-#define CHECK(cond, ...) MPI_PROG_CHECK("coll_device", rank, checks, failures, cond, __VA_ARGS__)
-
-#define MPI_OK(call) MPI_OK_OR_ABORT("coll_device", rank, call)
-
-/* ---- buffers on device 0, device 1 or the host (dev -1), with guards ---------- */
-
-#define GUARD 64
-#define OLD 0xEE /* every byte of a buffer before the call */
-#define HOST (-1)
-
-struct buf {
-    int dev;
-    char *base; /* GUARD + bytes + GUARD */
-    char *p;    /* what MPI gets */
-    size_t bytes;
-    unsigned char *want; /* the expected content of base after the call */
-};
-
-static void push(int dev)
-{
-    TD_CHECK(td.cuCtxPushCurrent(primary[dev]));
-}
-
-static void pop(void)
-{
-    cdContext c;
-    TD_CHECK(td.cuCtxPopCurrent(&c));
-}
-
-static void put(struct buf *b)
-{
-    if (b->dev == HOST) {
-        memcpy(b->base, b->want, b->bytes + 2 * GUARD);
-        return;
-    }
-    push(b->dev);
-    TD_CHECK(td.cuMemcpyHtoD((cdDevicePtr)(uintptr_t)b->base, b->want, b->bytes + 2 * GUARD));
-    TD_CHECK(td.cuCtxSynchronize()); /* written before MPI gets it (docs/mpi.md) */
-    pop();
-}
-
-/* A buffer of @p bytes on @p dev, every byte OLD. */
-static struct buf mk(int dev, size_t bytes)
-{
-    struct buf b = {.dev = dev, .bytes = bytes};
-    size_t all = bytes + 2 * GUARD;
-    b.want = malloc(all);
-    memset(b.want, OLD, all);
-    if (dev == HOST) {
-        b.base = malloc(all);
-    } else {
-        cdDevicePtr p = 0;
-        push(dev);
-        TD_CHECK(td.cuMemAlloc(&p, all));
-        pop();
-        b.base = (char *)(uintptr_t)p;
-    }
-    b.p = b.base + GUARD;
-    put(&b);
-    return b;
-}
-
-static void drop(struct buf *b)
-{
-    if (b->dev == HOST) {
-        free(b->base);
-    } else {
-        push(b->dev);
-        TD_CHECK(td.cuMemFree((cdDevicePtr)(uintptr_t)b->base));
-        pop();
-    }
-    free(b->want);
-}
-
-/* The expected bytes [off, off + n) of the buffer (without the guard). */
-static void *want_at(struct buf *b, size_t off)
-{
-    return b->want + GUARD + off;
-}
-
-/* Compare the whole buffer, guards included, with b->want. */
-static void verify(struct buf *b, const char *what)
-{
-    size_t all = b->bytes + 2 * GUARD;
-    unsigned char *h = malloc(all);
-    if (b->dev == HOST) {
-        memcpy(h, b->base, all);
-    } else {
-        push(b->dev);
-        TD_CHECK(td.cuMemcpyDtoH(h, (cdDevicePtr)(uintptr_t)b->base, all));
-        pop();
-    }
-    size_t bad = all;
-    for (size_t i = 0; i < all && bad == all; i++)
-        if (h[i] != b->want[i])
-            bad = i;
-    CHECK(bad == all, "%s (dev %d, %zu B): byte %zd (offset from the buffer) is 0x%02x, want 0x%02x",
-          what, b->dev, b->bytes, (ptrdiff_t)bad - GUARD, bad < all ? h[bad] : 0,
-          bad < all ? b->want[bad] : 0);
-    free(h);
-}
-
-/* ---- values ----------------------------------------------------------------------- */
-
-/* Added to every rank number by ival/dval: the MPI_IN_PLACE reductions use
- * other values than the send buffers (the shim's staging memory is reused
- * from its pool: a missing copy-in must not find the right bytes there). */
-static int vbase, in_place_calls;
-
-/* Element i of rank r's contribution. */
-static int ival(int r, size_t i)
-{
-    return (int)(((r + vbase) * 7919 + i * 31) % 100003) - 50000;
-}
-
-static double dval(int r, size_t i)
-{
-    return (double)ival(r, i) * 0.25 + r;
-}
-
-static size_t esize(MPI_Datatype t)
-{
-    return t == MPI_INT ? sizeof(int) : sizeof(double);
-}
-
-/* Write rank r's n elements of type t at dst. */
-static void fill(void *dst, MPI_Datatype t, int r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (t == MPI_INT) {
-            int v = ival(r, i);
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        } else {
-            double v = dval(r, i);
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        }
-    }
-}
-
-/* The reduction (op) over ranks [0, upto) of element i (offset: elements of
- * the contribution skipped, for Reduce_scatter_block), written at dst. */
-static void reduced(void *dst, MPI_Datatype t, MPI_Op op, int upto, size_t off, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (t == MPI_INT) {
-            int v = ival(0, off + i);
-            for (int r = 1; r < upto; r++)
-                v = op == MPI_SUM ? v + ival(r, off + i)
-                                  : (v > ival(r, off + i) ? v : ival(r, off + i));
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        } else {
-            double v = dval(0, off + i);
-            for (int r = 1; r < upto; r++)
-                v = op == MPI_SUM ? v + dval(r, off + i)
-                                  : (v > dval(r, off + i) ? v : dval(r, off + i));
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        }
-    }
-}
-
-/* Buffer placements: {send, recv} devices. */
-static const int places[][2] = {{0, 1}, {1, 0}, {1, 1}, {HOST, 1}, {0, HOST}};
-#define NPLACES (sizeof places / sizeof places[0])
-
-static const char *tname(MPI_Datatype t)
-{
-    return t == MPI_INT ? "int" : "double";
-}
-
-static const char *oname(MPI_Op op)
-{
-    return op == MPI_SUM ? "sum" : "max";
-}
+#define COLL_PROG "coll_device"
+#include "coll_prog.h"
 
 /* ---- data movement ---------------------------------------------------------------- */
 
@@ -505,29 +321,9 @@ static void test_reductions(void)
 
 /* ---- the v and w collectives ------------------------------------------------------- */
 
-/* Blocks of a v buffer: counts uneven (some zero), placed in the buffer in
- * the reverse order of the ranks or in their order, with a gap before each
- * block and after the last. Gaps hold a canary that must survive. */
-#define MAXR 16
-
-struct vlay {
-    int counts[MAXR];
-    int displs[MAXR]; /* in elements (v) or bytes (Alltoallw) */
-    size_t size;      /* of the whole buffer, in the same unit */
-};
-
-/* Lay out nranks blocks of counts[] (units of @p unit bytes each for
- * Alltoallw's byte displacements, else 1): reverse order when @p rev. */
-static void vlay_place(struct vlay *l, const size_t unit[], int rev)
-{
-    size_t off = 5;
-    for (int k = 0; k < nranks; k++) {
-        int q = rev ? nranks - 1 - k : k;
-        l->displs[q] = (int)off;
-        off += (size_t)l->counts[q] * (unit ? unit[q] : 1) + 3 + (size_t)q;
-    }
-    l->size = off + 2;
-}
+/* Blocks of a v buffer (struct vlay, coll_prog.h): counts uneven (some zero),
+ * placed in the reverse order of the ranks or in their order, with gaps
+ * holding a canary that must survive. */
 
 /* Rank q's count in the rooted and all-gather calls: 40 + 23 q elements
  * (+ seed), rank 1 none at -n 3 and more. */
@@ -546,113 +342,72 @@ static int a2a_count(int a, int b, int sym)
     return sym && a != b ? c + a2a_count(b, a, 0) : c;
 }
 
-static unsigned canary_seed;
-
-/* Fill the whole buffer (guards included) with a canary that differs call by
- * call (the shim's staging memory is reused: stale bytes must not match). */
-static void canary(struct buf *b)
-{
-    canary_seed++;
-    for (size_t i = 0; i < b->bytes + 2 * GUARD; i++)
-        b->want[i] = (unsigned char)(0x5A ^ (i * 7) ^ (canary_seed * 29));
-    put(b);
-}
-
 static int vbytes_ok(int count)
 {
     return count > 0 ? count : 1;
 }
 
-/* The v calls by their int forms, or (lc) their large-count _c forms with
- * the arrays widened; NULL arrays stay NULL. */
+/* The v calls by their int forms, or (lc) their large-count _c forms; the
+ * arrays of layout @p l (NULL: NULL arrays, where they are not significant). */
 static int lc_calls; /* large-count calls made */
-#if MPI_VERSION >= 4
-static MPI_Count *wide_c(const int *a, MPI_Count w[MAXR])
-{
-    if (a == NULL)
-        return NULL;
-    for (int q = 0; q < nranks; q++)
-        w[q] = a[q];
-    return w;
-}
+#define VC(l) ((l) ? (l)->counts : NULL)
+#define VD(l) ((l) ? (l)->displs : NULL)
+#define VCC(l) ((l) ? (l)->ccounts : NULL)
+#define VCD(l) ((l) ? (l)->cdispls : NULL)
 
-static MPI_Aint *wide_d(const int *a, MPI_Aint w[MAXR])
-{
-    if (a == NULL)
-        return NULL;
-    for (int q = 0; q < nranks; q++)
-        w[q] = a[q];
-    return w;
-}
-#define WIDE_ARRAYS MPI_Count wc1[MAXR], wc2[MAXR]; MPI_Aint wd1[MAXR], wd2[MAXR]
-#endif
-
-static int gatherv(int lc, const void *s, int sc, MPI_Datatype st, void *r, const int *rc,
-                   const int *d, MPI_Datatype rt, int root)
+static int gatherv(int lc, const void *s, int sc, MPI_Datatype st, void *r, const struct vlay *l,
+                   MPI_Datatype rt, int root)
 {
 #if MPI_VERSION >= 4
-    WIDE_ARRAYS;
-    (void)wc2, (void)wd2;
     if (lc && ++lc_calls)
-        return MPI_Gatherv_c(s, sc, st, r, wide_c(rc, wc1), wide_d(d, wd1), rt, root,
-                             MPI_COMM_WORLD);
+        return MPI_Gatherv_c(s, sc, st, r, VCC(l), VCD(l), rt, root, MPI_COMM_WORLD);
 #endif
     (void)lc;
-    return MPI_Gatherv(s, sc, st, r, rc, d, rt, root, MPI_COMM_WORLD);
+    return MPI_Gatherv(s, sc, st, r, VC(l), VD(l), rt, root, MPI_COMM_WORLD);
 }
 
-static int scatterv(int lc, const void *s, const int *sc, const int *d, MPI_Datatype st, void *r,
-                    int rc, MPI_Datatype rt, int root)
+static int scatterv(int lc, const void *s, const struct vlay *l, MPI_Datatype st, void *r, int rc,
+                    MPI_Datatype rt, int root)
 {
 #if MPI_VERSION >= 4
-    WIDE_ARRAYS;
-    (void)wc2, (void)wd2;
     if (lc && ++lc_calls)
-        return MPI_Scatterv_c(s, wide_c(sc, wc1), wide_d(d, wd1), st, r, rc, rt, root,
-                              MPI_COMM_WORLD);
+        return MPI_Scatterv_c(s, VCC(l), VCD(l), st, r, rc, rt, root, MPI_COMM_WORLD);
 #endif
     (void)lc;
-    return MPI_Scatterv(s, sc, d, st, r, rc, rt, root, MPI_COMM_WORLD);
+    return MPI_Scatterv(s, VC(l), VD(l), st, r, rc, rt, root, MPI_COMM_WORLD);
 }
 
-static int allgatherv(int lc, const void *s, int sc, MPI_Datatype st, void *r, const int *rc,
-                      const int *d, MPI_Datatype rt, MPI_Comm comm)
+static int allgatherv(int lc, const void *s, int sc, MPI_Datatype st, void *r,
+                      const struct vlay *l, MPI_Datatype rt, MPI_Comm comm)
 {
 #if MPI_VERSION >= 4
-    WIDE_ARRAYS;
-    (void)wc2, (void)wd2;
     if (lc && ++lc_calls)
-        return MPI_Allgatherv_c(s, sc, st, r, wide_c(rc, wc1), wide_d(d, wd1), rt, comm);
+        return MPI_Allgatherv_c(s, sc, st, r, VCC(l), VCD(l), rt, comm);
 #endif
     (void)lc;
-    return MPI_Allgatherv(s, sc, st, r, rc, d, rt, comm);
+    return MPI_Allgatherv(s, sc, st, r, VC(l), VD(l), rt, comm);
 }
 
-static int alltoallv(int lc, const void *s, const int *sc, const int *sd, MPI_Datatype st,
-                     void *r, const int *rc, const int *rd, MPI_Datatype rt)
+static int alltoallv(int lc, const void *s, const struct vlay *sl, MPI_Datatype st, void *r,
+                     const struct vlay *rl, MPI_Datatype rt, MPI_Comm comm)
 {
 #if MPI_VERSION >= 4
-    WIDE_ARRAYS;
     if (lc && ++lc_calls)
-        return MPI_Alltoallv_c(s, wide_c(sc, wc1), wide_d(sd, wd1), st, r, wide_c(rc, wc2),
-                               wide_d(rd, wd2), rt, MPI_COMM_WORLD);
+        return MPI_Alltoallv_c(s, VCC(sl), VCD(sl), st, r, VCC(rl), VCD(rl), rt, comm);
 #endif
     (void)lc;
-    return MPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, MPI_COMM_WORLD);
+    return MPI_Alltoallv(s, VC(sl), VD(sl), st, r, VC(rl), VD(rl), rt, comm);
 }
 
-static int alltoallw(int lc, const void *s, const int *sc, const int *sd, const MPI_Datatype *st,
-                     void *r, const int *rc, const int *rd, const MPI_Datatype *rt,
-                     MPI_Comm comm)
+static int alltoallw(int lc, const void *s, const struct vlay *sl, const MPI_Datatype *st,
+                     void *r, const struct vlay *rl, const MPI_Datatype *rt, MPI_Comm comm)
 {
 #if MPI_VERSION >= 4
-    WIDE_ARRAYS;
     if (lc && ++lc_calls)
-        return MPI_Alltoallw_c(s, wide_c(sc, wc1), wide_d(sd, wd1), st, r, wide_c(rc, wc2),
-                               wide_d(rd, wd2), rt, comm);
+        return MPI_Alltoallw_c(s, VCC(sl), VCD(sl), st, r, VCC(rl), VCD(rl), rt, comm);
 #endif
     (void)lc;
-    return MPI_Alltoallw(s, sc, sd, st, r, rc, rd, rt, comm);
+    return MPI_Alltoallw(s, VC(sl), VD(sl), st, r, VC(rl), VD(rl), rt, comm);
 }
 
 /* The large-count forms too where the MPI has them (MPI-4: MPICH). */
@@ -681,12 +436,9 @@ static void test_gatherv(void)
             canary(&r);
             /* recvcounts and displs are not significant off the root: NULL there. */
             int at_root = rank == root;
-            MPI_OK(gatherv(lc, s.p, n, MPI_INT, r.p, at_root ? l.counts : NULL,
-                           at_root ? l.displs : NULL, MPI_INT, root));
+            MPI_OK(gatherv(lc, s.p, n, MPI_INT, r.p, at_root ? &l : NULL, MPI_INT, root));
             if (at_root)
-                for (int q = 0; q < nranks; q++)
-                    fill(want_at(&r, (size_t)l.displs[q] * sizeof(int)), MPI_INT, q + 30,
-                         (size_t)l.counts[q]);
+                VFILL(&r, l, q + 30);
             verify(&r, lc ? "MPI_Gatherv_c recvbuf" : "MPI_Gatherv recvbuf");
             verify(&s, "MPI_Gatherv sendbuf");
 
@@ -697,12 +449,10 @@ static void test_gatherv(void)
                      (size_t)l.counts[root]);
                 put(&r);
             }
-            MPI_OK(gatherv(lc, at_root ? MPI_IN_PLACE : s.p, n, MPI_INT, r.p,
-                           at_root ? l.counts : NULL, at_root ? l.displs : NULL, MPI_INT, root));
+            MPI_OK(gatherv(lc, at_root ? MPI_IN_PLACE : s.p, n, MPI_INT, r.p, at_root ? &l : NULL,
+                           MPI_INT, root));
             if (at_root)
-                for (int q = 0; q < nranks; q++)
-                    fill(want_at(&r, (size_t)l.displs[q] * sizeof(int)), MPI_INT, q + 30,
-                         (size_t)l.counts[q]);
+                VFILL(&r, l, q + 30);
             verify(&r, lc ? "MPI_Gatherv_c in place" : "MPI_Gatherv in place");
             drop(&s);
             drop(&r);
@@ -721,22 +471,19 @@ static void test_scatterv(void)
             struct buf r = mk(RDEV(p), (size_t)vbytes_ok(n) * sizeof(int));
             canary(&s);
             if (at_root) {
-                for (int q = 0; q < nranks; q++)
-                    fill(want_at(&s, (size_t)l.displs[q] * sizeof(int)), MPI_INT, q + 40,
-                         (size_t)l.counts[q]);
+                VFILL(&s, l, q + 40);
                 put(&s);
             }
             canary(&r);
-            MPI_OK(scatterv(lc, s.p, at_root ? l.counts : NULL, at_root ? l.displs : NULL,
-                            MPI_INT, r.p, n, MPI_INT, root));
+            MPI_OK(scatterv(lc, s.p, at_root ? &l : NULL, MPI_INT, r.p, n, MPI_INT, root));
             fill(want_at(&r, 0), MPI_INT, rank + 40, (size_t)n);
             verify(&r, lc ? "MPI_Scatterv_c recvbuf" : "MPI_Scatterv recvbuf");
             verify(&s, "MPI_Scatterv sendbuf");
 
             /* MPI_IN_PLACE as the root's recvbuf: that is not touched. */
             canary(&r);
-            MPI_OK(scatterv(lc, s.p, at_root ? l.counts : NULL, at_root ? l.displs : NULL,
-                            MPI_INT, at_root ? MPI_IN_PLACE : r.p, n, MPI_INT, root));
+            MPI_OK(scatterv(lc, s.p, at_root ? &l : NULL, MPI_INT, at_root ? MPI_IN_PLACE : r.p, n,
+                            MPI_INT, root));
             if (!at_root)
                 fill(want_at(&r, 0), MPI_INT, rank + 40, (size_t)n);
             verify(&r, lc ? "MPI_Scatterv_c in place" : "MPI_Scatterv in place");
@@ -758,11 +505,8 @@ static void test_allgatherv(void)
             fill(want_at(&s, 0), MPI_INT, rank + 50, (size_t)n);
             put(&s);
             canary(&r);
-            MPI_OK(allgatherv(lc, s.p, n, MPI_INT, r.p, l.counts, l.displs, MPI_INT,
-                              MPI_COMM_WORLD));
-            for (int q = 0; q < nranks; q++)
-                fill(want_at(&r, (size_t)l.displs[q] * sizeof(int)), MPI_INT, q + 50,
-                     (size_t)l.counts[q]);
+            MPI_OK(allgatherv(lc, s.p, n, MPI_INT, r.p, &l, MPI_INT, MPI_COMM_WORLD));
+            VFILL(&r, l, q + 50);
             verify(&r, lc ? "MPI_Allgatherv_c" : "MPI_Allgatherv");
             verify(&s, "MPI_Allgatherv sendbuf");
 
@@ -771,11 +515,9 @@ static void test_allgatherv(void)
             fill(want_at(&r, (size_t)l.displs[rank] * sizeof(int)), MPI_INT, rank + 60,
                  (size_t)n);
             put(&r);
-            MPI_OK(allgatherv(lc, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r.p, l.counts, l.displs,
-                              MPI_INT, MPI_COMM_WORLD));
-            for (int q = 0; q < nranks; q++)
-                fill(want_at(&r, (size_t)l.displs[q] * sizeof(int)), MPI_INT, q + 60,
-                     (size_t)l.counts[q]);
+            MPI_OK(allgatherv(lc, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r.p, &l, MPI_INT,
+                              MPI_COMM_WORLD));
+            VFILL(&r, l, q + 60);
             verify(&r, lc ? "MPI_Allgatherv_c in place" : "MPI_Allgatherv in place");
             drop(&s);
             drop(&r);
@@ -796,16 +538,11 @@ static void test_alltoallv(void)
             struct buf s = mk(SDEV(p), sl.size * sizeof(int));
             struct buf r = mk(RDEV(p), rl.size * sizeof(int));
             canary(&s);
-            for (int q = 0; q < nranks; q++)
-                fill(want_at(&s, (size_t)sl.displs[q] * sizeof(int)), MPI_INT,
-                     rank * 100 + q + 1000, (size_t)sl.counts[q]);
+            VFILL(&s, sl, rank * 100 + q + 1000);
             put(&s);
             canary(&r);
-            MPI_OK(alltoallv(lc, s.p, sl.counts, sl.displs, MPI_INT, r.p, rl.counts, rl.displs,
-                             MPI_INT));
-            for (int q = 0; q < nranks; q++)
-                fill(want_at(&r, (size_t)rl.displs[q] * sizeof(int)), MPI_INT,
-                     q * 100 + rank + 1000, (size_t)rl.counts[q]);
+            MPI_OK(alltoallv(lc, s.p, &sl, MPI_INT, r.p, &rl, MPI_INT, MPI_COMM_WORLD));
+            VFILL(&r, rl, q * 100 + rank + 1000);
             verify(&r, lc ? "MPI_Alltoallv_c" : "MPI_Alltoallv");
             verify(&s, "MPI_Alltoallv sendbuf");
 
@@ -816,15 +553,11 @@ static void test_alltoallv(void)
             drop(&r);
             r = mk(RDEV(p), rl.size * sizeof(int));
             canary(&r);
-            for (int q = 0; q < nranks; q++)
-                fill(want_at(&r, (size_t)rl.displs[q] * sizeof(int)), MPI_INT,
-                     rank * 100 + q + 2000, (size_t)rl.counts[q]);
+            VFILL(&r, rl, rank * 100 + q + 2000);
             put(&r);
-            MPI_OK(alltoallv(lc, MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, r.p, rl.counts,
-                             rl.displs, MPI_INT));
-            for (int q = 0; q < nranks; q++)
-                fill(want_at(&r, (size_t)rl.displs[q] * sizeof(int)), MPI_INT,
-                     q * 100 + rank + 2000, (size_t)rl.counts[q]);
+            MPI_OK(alltoallv(lc, MPI_IN_PLACE, NULL, MPI_DATATYPE_NULL, r.p, &rl, MPI_INT,
+                             MPI_COMM_WORLD));
+            VFILL(&r, rl, q * 100 + rank + 2000);
             verify(&r, lc ? "MPI_Alltoallv_c in place" : "MPI_Alltoallv in place");
             drop(&s);
             drop(&r);
@@ -861,8 +594,8 @@ static void test_alltoallw(void)
     for (int lc = 0; lc < LC_FORMS; lc++)
         for (size_t p = 0; p < NPLACES; p++) {
             struct vlay sl, rl;
-            MPI_Datatype st[MAXR], rt[MAXR];
-            size_t su[MAXR], ru[MAXR];
+            MPI_Datatype st[VMAX], rt[VMAX];
+            size_t su[VMAX], ru[VMAX];
             for (int q = 0; q < nranks; q++) {
                 sl.counts[q] = a2a_count(rank, q, 0);
                 rl.counts[q] = a2a_count(q, rank, 0);
@@ -879,8 +612,7 @@ static void test_alltoallw(void)
                 w_fill(want_at(&s, (size_t)sl.displs[q]), rank, q, 1, sl.counts[q] * su[q]);
             put(&s);
             canary(&r);
-            MPI_OK(alltoallw(lc, s.p, sl.counts, sl.displs, st, r.p, rl.counts, rl.displs, rt,
-                             MPI_COMM_WORLD));
+            MPI_OK(alltoallw(lc, s.p, &sl, st, r.p, &rl, rt, MPI_COMM_WORLD));
             for (int q = 0; q < nranks; q++)
                 w_fill(want_at(&r, (size_t)rl.displs[q]), q, rank, 1, rl.counts[q] * ru[q]);
             verify(&r, lc ? "MPI_Alltoallw_c" : "MPI_Alltoallw");
@@ -896,8 +628,7 @@ static void test_alltoallw(void)
             for (int q = 0; q < nranks; q++)
                 w_fill(want_at(&r, (size_t)rl.displs[q]), rank, q, 2, rl.counts[q] * ru[q]);
             put(&r);
-            MPI_OK(alltoallw(lc, MPI_IN_PLACE, NULL, NULL, NULL, r.p, rl.counts, rl.displs, rt,
-                             MPI_COMM_WORLD));
+            MPI_OK(alltoallw(lc, MPI_IN_PLACE, NULL, NULL, r.p, &rl, rt, MPI_COMM_WORLD));
             for (int q = 0; q < nranks; q++)
                 w_fill(want_at(&r, (size_t)rl.displs[q]), q, rank, 2, rl.counts[q] * ru[q]);
             verify(&r, lc ? "MPI_Alltoallw_c in place" : "MPI_Alltoallw in place");
@@ -908,15 +639,6 @@ static void test_alltoallw(void)
 }
 
 /* ---- refused input ----------------------------------------------------------------- */
-
-static void expect_error(int rc, int want_class, const char *call, const char *what)
-{
-    int cls;
-    char text[MPI_MAX_ERROR_STRING];
-    CHECK(mpi_prog_error_is("coll_device", rank, rc, want_class, call, &cls, text),
-          "%s: rc %d class %d (want %d), message '%s' should name %s", what, rc, cls, want_class,
-          text, call);
-}
 
 static void test_errors(void)
 {
@@ -942,15 +664,9 @@ static void test_errors(void)
      * device buffers are refused with MPI_ERR_COMM on every rank. */
     if (nranks >= 2) {
         MPI_Comm half, inter;
-        MPI_OK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half));
-        MPI_OK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 77, &inter));
-        MPI_OK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
-        int hs = rank + 1, hr = -1, remote = 0;
-        MPI_OK(MPI_Comm_remote_size(inter, &remote));
+        int hs = rank + 1, hr = -1, want = 0;
+        coll_prog_intercomm(&half, &inter, 77, &want);
         MPI_OK(MPI_Allreduce(&hs, &hr, 1, MPI_INT, MPI_SUM, inter));
-        int want = 0;
-        for (int q = 0; q < nranks; q++)
-            want += q % 2 != rank % 2 ? q + 1 : 0;
         CHECK(hr == want, "host Allreduce on an intercommunicator: %d, want %d", hr, want);
         expect_error(MPI_Allreduce(s.p, r.p, 4, MPI_INT, MPI_SUM, inter), MPI_ERR_COMM,
                      "MPI_Allreduce", "device Allreduce on an intercommunicator");
@@ -963,9 +679,41 @@ static void test_errors(void)
     MPI_OK(MPI_Comm_free(&comm));
 }
 
-/* The v and w calls: a vector type on device memory refused on every rank
- * (MPI_ERR_TYPE naming the call), device buffers on an intercommunicator
- * (MPI_ERR_COMM) while host ones pass. */
+/* A datatype whose extent is larger than its one block (an int resized to
+ * two ints' extent) in blocks of one element: each block is one contiguous
+ * run, so the shim stages it and writes back only the ints, never the
+ * second half of their extents (the canary there survives). */
+static void test_vresized(void)
+{
+    MPI_Datatype wide_int;
+    MPI_OK(MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &wide_int));
+    MPI_OK(MPI_Type_commit(&wide_int));
+    for (int lc = 0; lc < LC_FORMS; lc++)
+        for (size_t p = 0; p < NPLACES; p++) {
+            struct vlay l;
+            for (int q = 0; q < nranks; q++)
+                l.counts[q] = 1;
+            vlay_place(&l, NULL, p % 2 == 0); /* displacements in extents: 2 ints */
+            int mine = rank + 70;
+            struct buf r = mk(RDEV(p), l.size * 2 * sizeof(int));
+            canary(&r);
+            MPI_OK(allgatherv(lc, &mine, 1, MPI_INT, r.p, &l, wide_int, MPI_COMM_WORLD));
+            for (int q = 0; q < nranks; q++) {
+                int v = q + 70;
+                memcpy(want_at(&r, (size_t)l.displs[q] * 2 * sizeof(int)), &v, sizeof v);
+            }
+            verify(&r, lc ? "MPI_Allgatherv_c of a resized int"
+                          : "MPI_Allgatherv of a resized int");
+            drop(&r);
+        }
+    MPI_OK(MPI_Type_free(&wide_int));
+}
+
+/* The v and w calls' refusals, on every rank before anything is sent, the
+ * device buffer unchanged: a vector type on device memory (MPI_ERR_TYPE
+ * naming the call); MPI_BOTTOM with absolute displacements into device memory
+ * and a span running past the end of its device allocation (MPI_ERR_BUFFER);
+ * device buffers on an intercommunicator (MPI_ERR_COMM) while host ones pass. */
 static void test_verrors(void)
 {
     MPI_Comm comm;
@@ -973,41 +721,63 @@ static void test_verrors(void)
     MPI_OK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     struct buf d = mk(ndev - 1, 4096);
     canary(&d);
-    int hbuf[4 * MAXR] = {0}, ones[MAXR], displs[MAXR];
-    MPI_Datatype column, cols[MAXR], ints[MAXR];
+    int hbuf[4 * VMAX] = {0};
+    struct vlay ones; /* one element per peer, at displacement q */
+    MPI_Datatype column, cols[VMAX], ints[VMAX];
     MPI_OK(MPI_Type_vector(8, 1, 4, MPI_INT, &column));
     MPI_OK(MPI_Type_commit(&column));
     for (int q = 0; q < nranks; q++) {
-        ones[q] = 1;
-        displs[q] = q;
+        ones.counts[q] = 1;
+        ones.displs[q] = q;
         cols[q] = column;
         ints[q] = MPI_INT;
     }
-    expect_error(alltoallw(0, d.p, ones, displs, cols, hbuf, ones, displs, ints, comm),
-                 MPI_ERR_TYPE, "MPI_Alltoallw", "Alltoallw of a vector type on device memory");
-    expect_error(allgatherv(0, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d.p, ones, displs, column,
-                            comm),
+    vlay_widen(&ones);
+    expect_error(alltoallw(0, d.p, &ones, cols, hbuf, &ones, ints, comm), MPI_ERR_TYPE,
+                 "MPI_Alltoallw", "Alltoallw of a vector type on device memory");
+    expect_error(allgatherv(0, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d.p, &ones, column, comm),
                  MPI_ERR_TYPE, "MPI_Allgatherv", "Allgatherv of a vector type on device memory");
-    verify(&d, "a refused v call's buffer");
     MPI_OK(MPI_Type_free(&column));
 
+    /* MPI_BOTTOM: a type of four ints at d's absolute address, block q at
+     * displacement q + 1 of it (the blocks could lie anywhere: refused). */
+    MPI_Aint at;
+    int four = 4;
+    MPI_Datatype abs_t;
+    MPI_OK(MPI_Get_address(d.p, &at));
+    MPI_OK(MPI_Type_create_hindexed(1, &four, &at, MPI_INT, &abs_t));
+    MPI_OK(MPI_Type_commit(&abs_t));
+    struct vlay shifted = ones;
+    for (int q = 0; q < nranks; q++)
+        shifted.displs[q] = q + 1;
+    vlay_widen(&shifted);
+    expect_error(allgatherv(0, hbuf, 4, MPI_INT, MPI_BOTTOM, &shifted, abs_t, comm),
+                 MPI_ERR_BUFFER, "MPI_Allgatherv", "Allgatherv into MPI_BOTTOM + device addresses");
+    MPI_OK(MPI_Type_free(&abs_t));
+
+    /* The last block starts at the end of d's allocation (the guard's end). */
+    struct vlay past = ones;
+    past.displs[nranks - 1] = (int)((d.bytes + GUARD) / sizeof(int));
+    vlay_widen(&past);
+    expect_error(allgatherv(0, hbuf, 1, MPI_INT, d.p, &past, MPI_INT, comm), MPI_ERR_BUFFER,
+                 "MPI_Allgatherv", "Allgatherv with a block past the device allocation");
+    verify(&d, "a refused v call's buffer");
+
     MPI_Comm half, inter;
-    MPI_OK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half));
-    MPI_OK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 78, &inter));
-    MPI_OK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
-    int remote = 0, sv[MAXR], rv[MAXR];
+    int remote = 0, sv[VMAX], rv[VMAX], unused;
+    coll_prog_intercomm(&half, &inter, 78, &unused);
     MPI_OK(MPI_Comm_remote_size(inter, &remote));
     for (int j = 0; j < remote; j++)
         sv[j] = rank * 10 + j;
-    MPI_OK(MPI_Alltoallv(sv, ones, displs, MPI_INT, rv, ones, displs, MPI_INT, inter));
+    MPI_OK(alltoallv(0, sv, &ones, MPI_INT, rv, &ones, MPI_INT, inter));
     for (int j = 0; j < remote; j++) {
         int world = rank % 2 ? 2 * j : 2 * j + 1;
         CHECK(rv[j] == world * 10 + rank / 2,
               "host Alltoallv on an intercommunicator: from %d got %d, want %d", j, rv[j],
               world * 10 + rank / 2);
     }
-    expect_error(MPI_Alltoallv(sv, ones, displs, MPI_INT, d.p, ones, displs, MPI_INT, inter),
-                 MPI_ERR_COMM, "MPI_Alltoallv", "device Alltoallv on an intercommunicator");
+    expect_error(alltoallv(0, sv, &ones, MPI_INT, d.p, &ones, MPI_INT, inter), MPI_ERR_COMM,
+                 "MPI_Alltoallv", "device Alltoallv on an intercommunicator");
     verify(&d, "a refused intercommunicator v call's recvbuf");
     MPI_OK(MPI_Comm_free(&inter));
     MPI_OK(MPI_Comm_free(&half));
@@ -1017,44 +787,22 @@ static void test_verrors(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (testdrv_load() != 0)
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    ndev = td.device_count < 2 ? td.device_count : 2;
-    if (ndev < 1) {
-        fprintf(stderr, "coll_device: no device\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    for (int d = 0; d < ndev; d++) {
-        cdDevice dev;
-        TD_CHECK(td.cuDeviceGet(&dev, d));
-        TD_CHECK(td.cuDevicePrimaryCtxRetain(&primary[d], dev));
-    }
-    if (ndev == 1)
-        primary[1] = primary[0];
-    TD_CHECK(td.cuCtxSetCurrent(primary[0]));
-
-    const char *only = argc > 1 ? argv[1] : "all";
-#define RUN(name)                                                \
-    if (strcmp(only, "all") == 0 || strcmp(only, #name) == 0) { \
-        test_##name();                                           \
-        MPI_Barrier(MPI_COMM_WORLD);                             \
-    }
+    const char *only = coll_prog_init(&argc, &argv);
+#define RUN(name) MPI_PROG_RUN(only, name)
     RUN(bcast);
     RUN(gather_scatter);
     RUN(allgather_alltoall);
     RUN(reductions);
     RUN(errors);
     /* "v": the v and w collectives only. */
-#define RUN_V(name)                                                \
-    if (strcmp(only, "v") == 0 || strcmp(only, "all") == 0 || strcmp(only, #name) == 0) { \
-        test_##name();                                             \
-        MPI_Barrier(MPI_COMM_WORLD);                               \
-    }
-    if (nranks > MAXR) {
-        fprintf(stderr, "coll_device: the v part runs at most %d ranks\n", MAXR);
+#define RUN_V(name)                                                                         \
+    if (strcmp(only, "v") == 0) {                                                           \
+        test_##name();                                                                      \
+        MPI_Barrier(MPI_COMM_WORLD);                                                        \
+    } else                                                                                  \
+        MPI_PROG_RUN(only, name)
+    if (nranks > VMAX) {
+        fprintf(stderr, "coll_device: the v part runs at most %d ranks\n", VMAX);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     RUN_V(gatherv);
@@ -1062,16 +810,10 @@ int main(int argc, char **argv)
     RUN_V(allgatherv);
     RUN_V(alltoallv);
     RUN_V(alltoallw);
+    RUN_V(vresized);
     RUN_V(verrors);
     if (lc_calls > 0)
         printf("coll_device: rank %d: large-count: %d v/w calls checked\n", rank, lc_calls);
 
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (failures == 0)
-        printf("coll_device: rank %d: PASS (%d checks)\n", rank, checks);
-    else
-        printf("coll_device: rank %d: FAILED (%d of %d checks)\n", rank, failures, checks);
-    MPI_Finalize();
-    return total == 0 ? 0 : 1;
+    return coll_prog_end();
 }

@@ -41,6 +41,14 @@
         }                                                                             \
     } while (0)
 
+/* In main: run test_NAME() when the program's argument @p only is "all" or
+ * NAME, then a barrier. */
+#define MPI_PROG_RUN(only, name)                                  \
+    if (strcmp(only, "all") == 0 || strcmp(only, #name) == 0) { \
+        test_##name();                                           \
+        MPI_Barrier(MPI_COMM_WORLD);                             \
+    }
+
 /* 1 when a mapping of this process (/proc/self/maps) names @p what, 0 when
  * none does, -1 when the maps cannot be read. */
 static inline int mpi_prog_mapped(const char *what)

@@ -21,29 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_prog.h"
 #include "mpi_prog.h"
-#include "testdrv.h"
 
-static int rank, nranks, ndev, provided;
+static int rank, nranks, provided;
 static int failures, checks;
-static cdContext primary[2];
 
 #define CHECK(cond, ...) MPI_PROG_CHECK("p2p_device", rank, checks, failures, cond, __VA_ARGS__)
 
 #define MPI_OK(call) MPI_OK_OR_ABORT("p2p_device", rank, call)
 
 /* ---- device memory through the raw driver ------------------------------------- */
-
-static void push(int dev)
-{
-    TD_CHECK(td.cuCtxPushCurrent(primary[dev]));
-}
-
-static void pop(void)
-{
-    cdContext c;
-    TD_CHECK(td.cuCtxPopCurrent(&c));
-}
 
 static void *dalloc(int dev, size_t bytes)
 {
@@ -1070,32 +1058,14 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (testdrv_load() != 0)
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    ndev = td.device_count < 2 ? td.device_count : 2;
-    if (ndev < 1) {
-        fprintf(stderr, "p2p_device: no device\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    for (int d = 0; d < ndev; d++) {
-        cdDevice dev;
-        TD_CHECK(td.cuDeviceGet(&dev, d));
-        TD_CHECK(td.cuDevicePrimaryCtxRetain(&primary[d], dev));
-    }
-    if (ndev == 1)
-        primary[1] = primary[0];
-    TD_CHECK(td.cuCtxSetCurrent(primary[0])); /* as a CUDA program does at start */
+    dev_prog_init("p2p_device");
     /* MPI_Bsend / MPI_Ibsend need an attached buffer. */
     int bsize = 8 << 20;
     void *battach = malloc((size_t)bsize);
     MPI_Buffer_attach(battach, bsize);
 
     const char *only = argc > 1 ? argv[1] : "all";
-#define RUN(name)                                                \
-    if (strcmp(only, "all") == 0 || strcmp(only, #name) == 0) { \
-        test_##name();                                           \
-        MPI_Barrier(MPI_COMM_WORLD);                             \
-    }
+#define RUN(name) MPI_PROG_RUN(only, name)
     RUN(blocking);
     RUN(mixed);
     RUN(nonblocking);

@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# check(), sourced by tests/gpu/mpi-shim.sh and mpi-collv.sh: runs one MPI
-# program under mpirun, with or without the shim, and prints PASS/FAIL.
-# The caller sets $build (the build tree), $shim (the preloaded library)
-# and failed=0; check sets failed=1 on a failure.
+# check(), sourced by tests/gpu/mpi-shim.sh, mpi-collv.sh and mpi-icoll.sh:
+# runs one MPI program under mpirun, with or without the shim, and prints
+# PASS/FAIL. The caller sets $build (the build tree), $shim (the preloaded
+# library) and failed=0; check sets failed=1 on a failure. A pass is exit
+# status 0 and no "rank N: FAILED" line (and, when the caller sets
+# CHECK_REQUIRE, a line matching that regex); a fault is a failed job that
+# died of SIGSEGV with no "rank N: PASS" line. CHECK_TIMEOUT: seconds
+# (default 300).
 
 # check NAME EXPECT(pass|fault) RANKS PRELOAD(yes|no) PROGRAM ARGS... ; env from the caller
 check() {
@@ -12,14 +16,16 @@ check() {
     local pre=()
     [[ $preload == yes ]] && pre=(-x "LD_PRELOAD=$shim")
     local out rc
-    out=$(timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ranks" \
-        -x CUCOPY_MPI -x CUCOPY_MPI_STATS "${pre[@]}" "$build/bin/$1" "${@:2}" 2>&1)
+    out=$(timeout "${CHECK_TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe \
+        -n "$ranks" -x CUCOPY_MPI -x CUCOPY_MPI_STATS "${pre[@]}" "$build/bin/$1" "${@:2}" 2>&1)
     rc=$?
     local ok=0
     if [[ $expect == pass ]]; then
-        [[ $rc -eq 0 ]] && ok=1
+        [[ $rc -eq 0 ]] && ! grep -qE ": rank [0-9]+: FAILED" <<<"$out" &&
+            { [[ -z ${CHECK_REQUIRE:-} ]] || grep -qE "$CHECK_REQUIRE" <<<"$out"; } && ok=1
     else
-        [[ $rc -ne 0 ]] && grep -qiE "segmentation fault|signal 11|SIGSEGV" <<<"$out" && ok=1
+        [[ $rc -ne 0 ]] && ! grep -qE ": rank [0-9]+: PASS" <<<"$out" &&
+            grep -qiE "segmentation fault|signal 11|SIGSEGV" <<<"$out" && ok=1
     fi
     if [[ $ok -eq 1 ]]; then
         echo "PASS  $name (exit $rc)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# The v and w blocking collectives of the MPI interposer (mpi/shim_collv.c)
+# The v and w blocking collectives of the MPI interposer (mpi/shim_coll.c)
 # on a GPU machine, over a build tree made elsewhere, with the real driver
 # and the machine's own (not CUDA-aware) Open MPI, run as root:
 #
