@@ -18,6 +18,8 @@
  *                    of all of the above and of the blocking collectives
  *                    (shim_coll.c), for MPIs whose Fortran
  *                    bindings call PMPI_* directly (Open MPI 4)
+ *   shim_io.c        blocking MPI-IO (staged); nonblocking IO, RMA windows
+ *                    and RMA buffers on device memory refused
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
