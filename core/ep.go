@@ -389,6 +389,9 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 			i.queuePiece(req, op, first, more[:req.Taken])
 			return st, nil
 		case cudadrv.CopyNeedStage: // large and pageable: staged here (stage.go), done when it returns
+			if req.Flags&cudadrv.CopyPlan != 0 {
+				return st, nil // planning: staged when issued, with no event
+			}
 			if st, err := i.stagePiece(api, req, first); st == cudadrv.CopyDone || err != nil {
 				return st, err
 			}

@@ -109,9 +109,10 @@ func (c *Context) freeHandles(addr, length uint64) {
 
 // memSides is the handles of one operation's copy request: their
 // descriptions, in the order the pieces name them (cudadrv.CopyOp.SrcMem).
+// A batch names up to two per entry; a zcopy one per entry and the remote.
 type memSides struct {
-	mems  [MaxIOV + 1]cudadrv.MemDesc
-	owner [MaxIOV + 1]*MemHandle
+	mems  [2 * MaxIOV]cudadrv.MemDesc
+	owner [2 * MaxIOV]*MemHandle
 	n     int32
 }
 

@@ -150,3 +150,34 @@ func BenchmarkZcopyRateMemh(b *testing.B) {
 		inflight -= done
 	}
 }
+
+// A batch of 64 entries with a handle of its own on each side names 128
+// descriptions: all of them are carried (found in review: the request's
+// array held 65 and the call panicked).
+func TestBatchManyDistinctHandles(t *testing.T) {
+	r := newRig(t, 1)
+	var b [core.MaxIOV]core.BatchCopy
+	var hs []*core.MemHandle
+	var want [][]byte
+	for k := range b {
+		host := r.drv.Pageable(64)
+		dev := r.drv.AllocDevice(0, 64)
+		hh, err := r.ctx.MemDescribe(host, 64)
+		require.NoError(t, err)
+		hd, err := r.ctx.MemDescribe(dev, 64)
+		require.NoError(t, err)
+		hs = append(hs, hh, hd)
+		want = append(want, fill(r.drv, host, 8, byte(k)))
+		b[k] = core.BatchCopy{Dst: dev, Src: host, Len: 8, DstH: hd, SrcH: hh}
+	}
+	st, err := r.ep.Batch(b[:], 1)
+	require.NoError(t, err)
+	assert.Equal(t, core.InProgress, st)
+	r.finish()
+	for k := range b {
+		eqBytes(t, want[k], r.drv.Bytes(b[k].Dst, 8), "entry %d", k)
+	}
+	for _, h := range hs {
+		require.NoError(t, r.ctx.MemDereg(h))
+	}
+}

@@ -301,9 +301,6 @@ func (c *Context) MemFree(addr uint64) error {
 	if !ok {
 		return errorf(ErrInvalid, api, "0x%x was not returned by cucopy_mem_alloc on this context (or is already freed)", addr)
 	}
-	c.mem.mu.Lock()
-	c.freeHandles(addr, a.length)
-	c.mem.mu.Unlock()
 	if a.primary && c.primaryGone(a.device, a.ctx, a.ctxID) {
 		logf(LogInfo, "mem_free: 0x%x went with the reset of device %d's primary context", addr, a.device)
 	} else if err := c.drv.MemFree(a.ctx, a.kind, addr); err != nil {
@@ -313,6 +310,9 @@ func (c *Context) MemFree(addr uint64) error {
 		c.mem.mu.Unlock()
 		return driverError(api, fmt.Sprintf("0x%x on device %d", addr, a.device), err)
 	}
+	c.mem.mu.Lock()
+	c.freeHandles(addr, a.length) // only once the memory is gone: a failed free keeps them
+	c.mem.mu.Unlock()
 	if a.ownsPrimary {
 		c.releasePrimary(a.device) // allowed after a reset too
 	}

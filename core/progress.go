@@ -98,10 +98,20 @@ func (i *Iface) link(first, last *int32, s int32) {
 // back, also if it panics (capi recovers panics, and a claim left set would
 // hang every later call).
 func (i *Iface) answer(first int32) {
+	// Slots whose incarnation ended are dropped after every claim of the
+	// list is given back: dropping takes mu, and a thread holding mu may
+	// be waiting for one of those claims (lock order: mu, then a claim).
+	// At most a few per call (a reset ends a device's lanes); one found
+	// beyond them is found again by the next progress call.
+	var ended [8]endedSlot
+	nended := 0
 	next := first
 	defer func() {
 		for ; next >= 0; next = i.pq[next].Next {
 			i.unclaim(int(next))
+		}
+		for _, e := range ended[:nended] {
+			i.dropEnded(e.slot, e.inc)
 		}
 	}()
 	if err := i.drv.QuerySlots(i.pq, first); err != nil {
@@ -111,14 +121,21 @@ func (i *Iface) answer(first int32) {
 	}
 	for next >= 0 {
 		s := int(next)
-		ended := i.finish(s)
+		gone := i.finish(s)
 		next = i.pq[s].Next
-		inc := i.pq[s].Inc
-		i.unclaim(s)
-		if ended {
-			i.dropEnded(s, inc)
+		if gone && nended < len(ended) {
+			// pq[s] is the next claimer's once unclaimed: copy what the drop needs.
+			ended[nended] = endedSlot{slot: s, inc: i.pq[s].Inc}
+			nended++
 		}
+		i.unclaim(s)
 	}
+}
+
+// endedSlot is a slot answer found ended, to drop once the claims are back.
+type endedSlot struct {
+	slot int
+	inc  cudadrv.Incarnation
 }
 
 // collect fills slot s's query (pq[s]) with, per queue, the leading events
@@ -178,6 +195,7 @@ func (i *Iface) finish(s int) (ended bool) {
 			logf(LogWarn, "copy on device %d (context id %d, %s stream) failed: %v",
 				dev, id, cudadrv.KindName(k), err)
 		}
+		sq.Queue[k].Events = nil // into a C ring that may be freed before the next query
 	}
 	return false
 }

@@ -59,7 +59,7 @@ func (i *Iface) reserve(api string, b *issueBuf, pieces []cudadrv.Piece, lane in
 		}
 		k += 1 + int(req.Taken)
 		if st != cudadrv.CopyPlanned {
-			continue // a CPU copy: no event
+			continue // a CPU copy or a staged one: no event
 		}
 		// A run right after one on the same stream joins its event (as
 		// Zcopy issues it), so it needs none of its own.

@@ -31,12 +31,12 @@ type stager struct {
 	min     uint64 // cudadrv.CopyOp.StageMin: 0 off
 	chunk   uint64 // one bounce buffer's size
 	threads int
-	pool    int  // pairs at most, in use or free
+	pool    int  // pairs at most per context, in use or free
 	memmove bool // CPU copies with goCopy (CUCOPY_STAGE_CPU=memmove), else cpuCopy
 
 	mu     sync.Mutex
 	free   []*bounce
-	sets   int             // pairs that exist
+	sets   map[uint64]int  // pairs that exist, per context id
 	noPool map[uint64]bool // context ids whose pool could not be made: the driver's path
 }
 
@@ -235,17 +235,20 @@ func (st *stager) take(drv cudadrv.Interface, ctx cudadrv.Context, id uint64) *b
 			return b
 		}
 	}
-	if st.sets >= st.pool || st.noPool[id] {
+	if st.sets[id] >= st.pool || st.noPool[id] {
 		st.mu.Unlock()
 		return nil // full: this copy takes the driver's path
 	}
-	st.sets++
+	if st.sets == nil {
+		st.sets = map[uint64]int{}
+	}
+	st.sets[id]++
 	st.mu.Unlock()
 	b, err := newBounce(drv, ctx, id, 2*st.chunk)
 	if err != nil {
 		logf(LogInfo, "pageable staging off in context id %d, the driver stages its pageable copies: %v", id, err)
 		st.mu.Lock()
-		st.sets--
+		st.sets[id]--
 		if st.noPool == nil {
 			st.noPool = map[uint64]bool{}
 		}
@@ -295,7 +298,11 @@ func (i *Iface) stageRetire(s int, alive bool) {
 		}
 	}
 	st.free = kept
-	st.sets -= len(gone)
+	if n := st.sets[id] - len(gone); n > 0 {
+		st.sets[id] = n
+	} else {
+		delete(st.sets, id) // a no-op on a nil map
+	}
 	delete(st.noPool, id)
 	st.mu.Unlock()
 	for _, b := range gone {

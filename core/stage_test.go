@@ -308,5 +308,48 @@ func TestStageMultiThread(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Positive(t, r.drv.Calls("StageStep"))
-	assert.LessOrEqual(t, r.drv.Foreign(), 2, "the pool is bounded")
+	assert.LessOrEqual(t, r.drv.Foreign(), 2*2, "the pool is bounded: 2 pairs per context, 2 contexts")
+}
+
+// A plan counts no event for a staged piece: staged H2D entries alternating
+// with small D2H ones on one slot need one event (the D2H pieces join), and
+// an iface with max_events 2 takes the batch (found in review: the plan
+// counted a stretch per staged piece and refused it as needing 6).
+func TestStagedPiecesNeedNoEventInThePlan(t *testing.T) {
+	r := newRigEnv(t, 1, staging, func(p *core.IfaceParams) { p.MaxEvents = 2 })
+	var b []core.BatchCopy
+	var want [][]byte
+	var dsts []uint64
+	for k := 0; k < 3; k++ {
+		host := r.drv.Pageable(stageMin)
+		dev := r.drv.AllocDevice(0, stageMin)
+		want = append(want, fill(r.drv, host, stageMin, byte(k)))
+		dsts = append(dsts, dev)
+		b = append(b, core.BatchCopy{Dst: dev, Src: host, Len: stageMin}) // staged H2D
+		h2 := r.drv.Pageable(64)
+		d2 := r.drv.AllocDevice(0, 64)
+		b = append(b, core.BatchCopy{Dst: h2, Src: d2, Len: 64}) // small D2H
+	}
+	st, err := r.ep.Batch(b, 1)
+	require.NoError(t, err)
+	assert.Contains(t, []core.Status{core.OK, core.InProgress}, st)
+	r.finish()
+	for k := range dsts {
+		eqBytes(t, want[k], r.drv.Bytes(dsts[k], stageMin), "staged entry %d", k)
+	}
+}
+
+// The pool is bounded per context: with CUCOPY_STAGE_POOL 2 and three
+// devices, every device stages (found in review: a pool shared by all
+// contexts left the third device on the driver's path for good).
+func TestStagePoolPerContext(t *testing.T) {
+	r := newRigEnv(t, 3, staging)
+	for round := 0; round < 2; round++ {
+		for d := 0; d < 3; d++ {
+			host := r.drv.Pageable(stageMin)
+			dev := r.drv.AllocDevice(d, stageMin)
+			assert.Equal(t, core.OK, r.put(host, dev, stageMin, 1), "round %d, device %d: staged (OK), not the driver's path", round, d)
+			r.finish()
+		}
+	}
 }

@@ -347,12 +347,12 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     if (slot->fence & (1u << op->kind))
         return CD_COPY_NEED_FENCE;
     int sync = (op->flags & CD_COPY_SYNC) != 0;
+    if (run->stage) /* also when planning: a staged piece takes no event */
+        return CD_COPY_NEED_STAGE; /* Go stages it on this stream (copy.go, step 7) */
     if (!sync && (op->flags & CD_COPY_PLAN)) {
         op->taken = run->n; /* where the piece and its run would go; nothing issued */
         return CD_COPY_PLANNED;
     }
-    if (run->stage)
-        return CD_COPY_NEED_STAGE; /* Go stages it on this stream (copy.go, step 7) */
     /* A zcopy whose enqueue may block detaches (copy.go, step 8): it never
      * joins (progress may query that entry meanwhile) and takes the event. */
     int detach = *locked && !sync && run->blocking;

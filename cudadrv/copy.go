@@ -73,8 +73,9 @@ package cudadrv
 //     allocation's end or failing to classify (the piece's own call
 //     reports that), at most CD_MAX_RUN in all. Taken says how many.
 //     Staging: a piece (zcopy or short) of at least StageMin bytes (not 0)
-//     with pageable host memory is CopyNeedStage after the fence and plan
-//     checks (before the event): nothing is issued, Taken is 0, the lock
+//     with pageable host memory is CopyNeedStage after the fence check,
+//     before the plan (a plan counts no event for it) and the event:
+//     nothing is issued, Taken is 0, the lock
 //     is released and the caller stages the piece itself through pinned
 //     bounce buffers on Stream[Kind] (core/stage.go, StageStep). A run
 //     stops before such a piece: its own call stages it.

@@ -397,7 +397,9 @@ CUCOPY_API cucopy_status_t cucopy_mem_dereg(cucopy_context_h ctx, cucopy_memh_h 
  * memory), pinning nothing. A copy whose buffer or remote range names a
  * handle (the _memh functions, cucopy_ep_copy_batch()) makes no pointer
  * query for that side: on an H200 that is 80 to 210 ns per side and copy.
- * A handle from cucopy_mem_reg() works the same way. Release with
+ * A handle from cucopy_mem_reg() works the same way (it keeps describing
+ * pinned memory: if the registration went with its context, the copies stay
+ * correct, the driver then staging them as pageable memory). Release with
  * cucopy_mem_dereg(); cucopy_context_destroy() is ::CUCOPY_ERR_BUSY while
  * any is held.
  *
@@ -933,8 +935,12 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short_memh(cucopy_ep_h ep, void *buffer
 /**
  * cucopy_ep_put_zcopy() with memory handles: each entry's @a memh describes
  * its buffer, @a remote_memh the remote range [@a remote_addr, + the total
- * length) (NULL: classified). Handle errors as cucopy_ep_put_short_memh(),
- * before anything is issued.
+ * length) (NULL: classified). Handle errors as cucopy_ep_put_short_memh():
+ * a range outside its handle's, a released, foreign or freed handle are
+ * found before anything is issued; a handle to device memory of a primary
+ * context reset since is found when its entry is issued, so entries before
+ * it may have been copied (they are waited for: nothing is left in flight,
+ * as for any error).
  */
 CUCOPY_API cucopy_status_t cucopy_ep_put_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t *iov,
                                                     size_t iovcnt, uint64_t remote_addr,

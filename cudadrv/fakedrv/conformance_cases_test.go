@@ -402,6 +402,14 @@ func cases() []copyCase {
 		}, want: at0(cudadrv.CopyNeedStage, cudadrv.KindShort)},
 		{name: "stage/lock-released", run: staged(64, cudadrv.CopyLock, false, false), want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
 		{name: "stage/first-takes-no-run", run: staged(64, 0, false, true), want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
+		{name: "stage/before-the-plan", run: staged(64, cudadrv.CopyPlan, false, false), want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
+		{name: "stage/described-pageable", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.StageMin = 64
+			op.SrcMem = r.describe(op.Src, nil)
+			return r.copy(op)
+		}, want: at0(cudadrv.CopyNeedStage, cudadrv.KindH2D)},
 		{name: "stage/run-stops-before", run: func(r *run) outcome {
 			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
 			op := h2d(r.env)

@@ -346,12 +346,12 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if slot.Fence&(1<<op.Kind) != 0 {
 		return cudadrv.CopyNeedFence
 	}
+	if stage { // also when planning: a staged piece takes no event
+		return cudadrv.CopyNeedStage // the caller stages it (core/stage.go)
+	}
 	if !sync && op.Flags&cudadrv.CopyPlan != 0 {
 		op.Taken = int32(run)
 		return cudadrv.CopyPlanned
-	}
-	if stage {
-		return cudadrv.CopyNeedStage // the caller stages it (core/stage.go)
 	}
 	// Step 8 of the protocol: a zcopy with pageable memory detaches.
 	detach := *locked && !sync && blocking
