@@ -448,8 +448,13 @@ int main(void)
     tc_begin("test_stage", 1);
     const char *mode = getenv("CUCOPY_STAGE");
     staging = mode == NULL || strcasecmp(mode, "off") != 0;
-    threshold = env_size("CUCOPY_STAGE_THRESHOLD", 4u << 20);
-    chunk = env_size("CUCOPY_STAGE_CHUNK", 8u << 20);
+    /* The sizes the cases are built around are set here when the
+     * environment does not set them, so that they never depend on (and
+     * drift from) the library's defaults, which the Go tests check. */
+    setenv("CUCOPY_STAGE_THRESHOLD", "4M", 0);
+    setenv("CUCOPY_STAGE_CHUNK", "8M", 0);
+    threshold = env_size("CUCOPY_STAGE_THRESHOLD", 0);
+    chunk = env_size("CUCOPY_STAGE_CHUNK", 0);
     base_delay_us = (unsigned)env_size("FAKECUDA_DELAY_US", 0);
     printf("test_stage: staging %s, threshold %zu, chunk %zu\n", staging ? "auto" : "off",
            threshold, chunk);
