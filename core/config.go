@@ -64,8 +64,9 @@ const (
 	// Measured on an H200 host (16 cores, tests/gpu/stage-bench.sh,
 	// docs/gpu-validation.md): 8 threads and 16 MiB chunks reach 3.0 x
 	// the driver's pageable H2D rate and 1.5 x its D2H rate at 256 MiB,
-	// and staging wins from 16 MiB on.
-	DefaultStageThreshold = 16 << 20
+	// and staging wins from 16-64 MiB on (two hosts; 16 MiB lost 0.84 on
+	// one), hence 32 MiB.
+	DefaultStageThreshold = 32 << 20
 	DefaultStageChunk     = 16 << 20
 	DefaultStageThreads   = 8
 	DefaultStagePool      = 2
