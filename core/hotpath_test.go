@@ -22,6 +22,54 @@ func cgoCalls() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// openOnDriver opens a context, an iface with params p and an endpoint on
+// the real binding over a C driver (the build tree's fake one, or
+// $CUCOPY_CUDA_DRIVER), and allocates 4 KiB on device 0; the iface is
+// closed when the test ends.
+func openOnDriver(tb testing.TB, p core.IfaceParams) (*core.Context, *core.Iface, *core.Ep, uint64) {
+	tb.Helper()
+	path := drvtest.PathOrSkip(tb)
+	require.NoError(tb, drvtest.Load(path))
+	drv, err := cudadrv.Open(path)
+	require.NoError(tb, err)
+	cfg, err := core.LoadConfig(func(string) string { return "" })
+	require.NoError(tb, err)
+	ctx, err := core.NewContext(drv, cfg)
+	require.NoError(tb, err)
+	iface, err := ctx.OpenIface(p)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { assert.NoError(tb, iface.Close()) })
+	ep, err := iface.NewEp()
+	require.NoError(tb, err)
+	dev, err := drvtest.AllocDevice(0, 4096)
+	require.NoError(tb, err)
+	return ctx, iface, ep, dev
+}
+
+// rateLoop is the perftest's rate loop on core: b.N operations issued by
+// issue, 8 in flight, progress polled.
+func rateLoop(b *testing.B, iface *core.Iface, issue func() error) {
+	inflight := 0
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for inflight == 8 {
+			done, err := iface.Progress()
+			if err != nil {
+				b.Fatal(err)
+			}
+			inflight -= done
+		}
+		if err := issue(); err != nil {
+			b.Fatal(err)
+		}
+		inflight++
+	}
+	for inflight > 0 {
+		done, _ := iface.Progress()
+		inflight -= done
+	}
+}
+
 // The per-operation hot path, measured on the real cudadrv binding and a C
 // driver (the fake one from the build tree, or $CUCOPY_CUDA_DRIVER): once a
 // context's resources exist, a zcopy or short copy is exactly one cgo
@@ -34,21 +82,7 @@ func TestHotPathOneCrossingNoAllocation(t *testing.T) {
 }
 
 func testHotPath(t *testing.T, mode core.ThreadMode) {
-	path := drvtest.PathOrSkip(t)
-	require.NoError(t, drvtest.Load(path))
-	drv, err := cudadrv.Open(path)
-	require.NoError(t, err)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
-	require.NoError(t, err)
-	ctx, err := core.NewContext(drv, cfg)
-	require.NoError(t, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: mode, MaxPoll: 16, MaxEvents: 64, Lanes: 2})
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, iface.Close()) }()
-	ep, err := iface.NewEp()
-	require.NoError(t, err)
-	dev, err := drvtest.AllocDevice(0, 4096)
-	require.NoError(t, err)
+	_, iface, ep, dev := openOnDriver(t, core.IfaceParams{ThreadMode: mode, MaxPoll: 16, MaxEvents: 64, Lanes: 2})
 
 	host := make([]byte, 4096)
 	buf := uintptr(unsafe.Pointer(&host[0]))
@@ -61,6 +95,7 @@ func testHotPath(t *testing.T, mode core.ThreadMode) {
 	}
 	drain := func() {
 		for n := 0; n == 0; {
+			var err error
 			if n, err = iface.Progress(); err != nil {
 				t.Fatalf("progress: %v", err)
 			}
@@ -148,40 +183,8 @@ func testHotPath(t *testing.T, mode core.ThreadMode) {
 // BenchmarkZcopyRate is the perftest's rate loop on core directly (no C ABI
 // crossing in): 8-byte H2D zcopies, 8 in flight, progress polled.
 func BenchmarkZcopyRate(b *testing.B) {
-	path := drvtest.PathOrSkip(b)
-	require.NoError(b, drvtest.Load(path))
-	drv, err := cudadrv.Open(path)
-	require.NoError(b, err)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
-	require.NoError(b, err)
-	ctx, err := core.NewContext(drv, cfg)
-	require.NoError(b, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
-	require.NoError(b, err)
-	defer iface.Close()
-	ep, err := iface.NewEp()
-	require.NoError(b, err)
-	dev, err := drvtest.AllocDevice(0, 4096)
-	require.NoError(b, err)
+	_, iface, ep, dev := openOnDriver(b, core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
 	host := make([]byte, 4096)
 	iov := []core.IOV{{Buffer: uintptr(unsafe.Pointer(&host[0])), Length: 8}}
-	inflight := 0
-	b.ResetTimer()
-	for n := 0; n < b.N; n++ {
-		for inflight == 8 {
-			done, err := iface.Progress()
-			if err != nil {
-				b.Fatal(err)
-			}
-			inflight -= done
-		}
-		if _, err := ep.Zcopy(true, iov, dev, 0); err != nil {
-			b.Fatal(err)
-		}
-		inflight++
-	}
-	for inflight > 0 {
-		done, _ := iface.Progress()
-		inflight -= done
-	}
+	rateLoop(b, iface, func() error { _, err := ep.Zcopy(true, iov, dev, 0); return err })
 }

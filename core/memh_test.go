@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cucopy/cucopy/core"
-	"github.com/cucopy/cucopy/cudadrv"
 	"github.com/cucopy/cucopy/internal/drvtest"
 )
 
@@ -19,21 +18,7 @@ import (
 // handle saves the pointer queries: a zcopy with both sides described makes
 // no cuPointerGetAttributes call (counted on the C fake driver).
 func TestMemhHotPath(t *testing.T) {
-	path := drvtest.PathOrSkip(t)
-	require.NoError(t, drvtest.Load(path))
-	drv, err := cudadrv.Open(path)
-	require.NoError(t, err)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
-	require.NoError(t, err)
-	ctx, err := core.NewContext(drv, cfg)
-	require.NoError(t, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, iface.Close()) }()
-	ep, err := iface.NewEp()
-	require.NoError(t, err)
-	dev, err := drvtest.AllocDevice(0, 4096)
-	require.NoError(t, err)
+	ctx, iface, ep, dev := openOnDriver(t, core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
 	host := make([]byte, 4096)
 	buf := uintptr(unsafe.Pointer(&host[0]))
 	hh, err := ctx.MemDescribe(uint64(buf), 4096)
@@ -70,6 +55,7 @@ func TestMemhHotPath(t *testing.T) {
 	}
 	drain := func() {
 		for n := 0; n == 0; {
+			var err error
 			if n, err = iface.Progress(); err != nil {
 				t.Fatalf("progress: %v", err)
 			}
@@ -107,21 +93,7 @@ func TestMemhHotPath(t *testing.T) {
 // BenchmarkZcopyRateMemh is BenchmarkZcopyRate with both sides described:
 // core's own cost per operation without the pointer queries.
 func BenchmarkZcopyRateMemh(b *testing.B) {
-	path := drvtest.PathOrSkip(b)
-	require.NoError(b, drvtest.Load(path))
-	drv, err := cudadrv.Open(path)
-	require.NoError(b, err)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
-	require.NoError(b, err)
-	ctx, err := core.NewContext(drv, cfg)
-	require.NoError(b, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
-	require.NoError(b, err)
-	defer iface.Close()
-	ep, err := iface.NewEp()
-	require.NoError(b, err)
-	dev, err := drvtest.AllocDevice(0, 4096)
-	require.NoError(b, err)
+	ctx, iface, ep, dev := openOnDriver(b, core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
 	host := make([]byte, 4096)
 	buf := uintptr(unsafe.Pointer(&host[0]))
 	hh, err := ctx.MemDescribe(uint64(buf), 4096)
@@ -130,25 +102,7 @@ func BenchmarkZcopyRateMemh(b *testing.B) {
 	require.NoError(b, err)
 	iov := []core.IOV{{Buffer: buf, Length: 8}}
 	hs := []*core.MemHandle{hh}
-	inflight := 0
-	b.ResetTimer()
-	for n := 0; n < b.N; n++ {
-		for inflight == 8 {
-			done, err := iface.Progress()
-			if err != nil {
-				b.Fatal(err)
-			}
-			inflight -= done
-		}
-		if _, err := ep.ZcopyMemh(true, iov, hs, dev, hd, 0); err != nil {
-			b.Fatal(err)
-		}
-		inflight++
-	}
-	for inflight > 0 {
-		done, _ := iface.Progress()
-		inflight -= done
-	}
+	rateLoop(b, iface, func() error { _, err := ep.ZcopyMemh(true, iov, hs, dev, hd, 0); return err })
 }
 
 // A batch of 64 entries with a handle of its own on each side names 128

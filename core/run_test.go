@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cucopy/cucopy/core"
-	"github.com/cucopy/cucopy/cudadrv"
 	"github.com/cucopy/cucopy/internal/drvtest"
 )
 
@@ -19,24 +18,10 @@ import (
 // single copies (measured on an H200): one cuMemcpyAsync per entry there.
 // Counted by the C fake driver.
 func TestRunBatchExceptD2HPageable(t *testing.T) {
-	path := drvtest.PathOrSkip(t)
-	require.NoError(t, drvtest.Load(path))
+	_, iface, ep, dev := openOnDriver(t, core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
 	if !drvtest.IsFake() {
 		t.Skip("counts the fake driver's calls")
 	}
-	drv, err := cudadrv.Open(path)
-	require.NoError(t, err)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
-	require.NoError(t, err)
-	ctx, err := core.NewContext(drv, cfg)
-	require.NoError(t, err)
-	iface, err := ctx.OpenIface(core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64})
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, iface.Close()) }()
-	ep, err := iface.NewEp()
-	require.NoError(t, err)
-	dev, err := drvtest.AllocDevice(0, 4096)
-	require.NoError(t, err)
 	pinned, err := drvtest.AllocHost(0, 4096)
 	require.NoError(t, err)
 	pageable := make([]byte, 4096)
