@@ -72,6 +72,38 @@ static inline int shim_active(void)
     return s == SHIM_ACTIVE;
 }
 
+/*
+ * Classes of operation (CUCOPY_MPI_STAGE, docs/mpi.md): each wrapper belongs
+ * to one. shim_classes holds the classes staged: all of them, except in auto
+ * mode behind an MPI that reports CUDA support, where it is what
+ * CUCOPY_MPI_STAGE lists (set once, by shim_after_init).
+ */
+enum {
+    SHIM_CLASS_P2P = 1,    /* point-to-point, persistent requests included */
+    SHIM_CLASS_COLL = 2,   /* blocking collectives that are not reductions */
+    SHIM_CLASS_ICOLL = 4,  /* nonblocking and persistent collectives, not reductions */
+    SHIM_CLASS_REDUCE = 8, /* reductions: blocking, nonblocking, persistent */
+    SHIM_CLASS_IO = 16,    /* MPI-IO and the RMA refusals (shim_io.c) */
+    SHIM_CLASS_ALL = 31
+};
+
+extern _Atomic unsigned shim_classes;
+
+/* The hot path's check for a wrapper of class @p cls: one bit test, then
+ * shim_active(). A class that is not staged never probes. */
+static inline int shim_active_for(unsigned cls)
+{
+    if (!(atomic_load_explicit(&shim_classes, memory_order_relaxed) & cls))
+        return 0;
+    return shim_active();
+}
+
+/* Point-to-point's check (C and Fortran wrappers). */
+static inline int shim_p2p_active(void)
+{
+    return shim_active_for(SHIM_CLASS_P2P);
+}
+
 /* Records (staged requests) alive, detached ones included: completion calls
  * go straight to PMPI while it is 0. */
 extern _Atomic long shim_records_live;
@@ -282,9 +314,11 @@ void shim_coll_release(struct shim_coll *c);
  * NM(Upper, lower): the call's name (Bcast; I##lower: Ibcast). MID: _init or
  * empty. SFX, COUNT_T: (empty, int) or (_c, MPI_Count). XP() / XA(): the
  * parameters / arguments after comm (", MPI_Request *req" / ", req"; empty:
- * SHIM_NONE). RUN(PREP, USER, HOST): the wrapper's body, given the call's
- * staging (on a struct shim_coll c), PMPI with the user's arguments and PMPI
- * with the host pointers (SHIM_COLL_ARG).
+ * SHIM_NONE). RUN(KIND, PREP, USER, HOST): the wrapper's body, given the
+ * call's kind (MOVE, or REDUCTION: each RUN maps it to its SHIM_CLASS_*; a
+ * reduction is SHIM_CLASS_REDUCE in every form), the call's staging (on a
+ * struct shim_coll c), PMPI with the user's arguments and PMPI with the host
+ * pointers (SHIM_COLL_ARG).
  */
 #define SHIM_NONE()
 #define SHIM_CAT_(a, b, c, d) a##b##c##d
@@ -293,13 +327,14 @@ void shim_coll_release(struct shim_coll *c);
 #define SHIM_STR(x) SHIM_STR_(x)
 #define SHIM_COLL_ARG(i, buf) shim_coll_arg(&c, i, buf)
 
-/* The start of every RUN: the one cached check, the call's staging (PREP, on
- * a struct shim_coll c), PMPI with the user's arguments when nothing was
- * staged; after it, c holds the staging and int rc is MPI_SUCCESS. */
-#define SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER) \
-    struct shim_coll c;                       \
-    if (SHIM_LIKELY(!shim_active()))          \
-        return PMPI_CALL_USER;                \
+/* The start of every RUN: the one cached check for class CLASS
+ * (SHIM_CLASS_*), the call's staging (PREP, on a struct shim_coll c), PMPI
+ * with the user's arguments when nothing was staged; after it, c holds the
+ * staging and int rc is MPI_SUCCESS. */
+#define SHIM_COLL_BEGIN(CLASS, PREP, PMPI_CALL_USER) \
+    struct shim_coll c;                              \
+    if (SHIM_LIKELY(!shim_active_for(CLASS)))        \
+        return PMPI_CALL_USER;                       \
     int rc = (PREP);                          \
     if (rc != MPI_SUCCESS)                    \
         return rc;                            \
@@ -331,7 +366,8 @@ void shim_coll_release(struct shim_coll *c);
     SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(void *buf, COUNT_T count, MPI_Datatype dt, \
                                                       int root, MPI_Comm comm XP())             \
     {                                                                                           \
-        RUN(shim_coll_bcast(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), buf, count, dt, root, comm), \
+        RUN(MOVE,                                                                               \
+            shim_coll_bcast(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), buf, count, dt, root, comm), \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(buf, count, dt, root, comm XA()),                \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, buf), count, dt, root,          \
                                                comm XA()));                                     \
@@ -344,7 +380,8 @@ void shim_coll_release(struct shim_coll *c);
                                                       COUNT_T count, MPI_Datatype dt,           \
                                                       MPI_Op op, MPI_Comm comm XP())            \
     {                                                                                           \
-        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
+        RUN(REDUCTION,                                                                          \
+            PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, comm XA()),     \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
                                                SHIM_COLL_ARG(1, recvbuf), count, dt, op,        \
@@ -356,7 +393,8 @@ void shim_coll_release(struct shim_coll *c);
                                                       COUNT_T count, MPI_Datatype dt,           \
                                                       MPI_Op op, int root, MPI_Comm comm XP())  \
     {                                                                                           \
-        RUN(shim_coll_reduce(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count,   \
+        RUN(REDUCTION,                                                                          \
+            shim_coll_reduce(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count,   \
                              dt, root, comm),                                                   \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, root,           \
                                                comm XA()),                                      \
@@ -370,7 +408,8 @@ void shim_coll_release(struct shim_coll *c);
                                                       const COUNT_T counts[], MPI_Datatype dt,  \
                                                       MPI_Op op, MPI_Comm comm XP())            \
     {                                                                                           \
-        RUN(shim_coll_reduce_scatter##SFX(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,      \
+        RUN(REDUCTION,                                                                          \
+            shim_coll_reduce_scatter##SFX(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,      \
                                           recvbuf, counts, dt, comm),                           \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, counts, dt, op, comm XA()),    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
@@ -385,7 +424,8 @@ void shim_coll_release(struct shim_coll *c);
         const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf, COUNT_T rcount, \
         MPI_Datatype rtype, MPI_Comm comm XP())                                                 \
     {                                                                                           \
-        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
+        RUN(MOVE,                                                                               \
+            PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
                  rcount, rtype, comm),                                                          \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
                                                comm XA()),                                      \
@@ -399,7 +439,8 @@ void shim_coll_release(struct shim_coll *c);
         const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf, COUNT_T rcount, \
         MPI_Datatype rtype, int root, MPI_Comm comm XP())                                       \
     {                                                                                           \
-        RUN(PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
+        RUN(MOVE,                                                                               \
+            PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype, recvbuf,       \
                  rcount, rtype, root, comm),                                                    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
                                                root, comm XA()),                                \
@@ -422,7 +463,8 @@ void shim_coll_release(struct shim_coll *c);
         const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype, int root,           \
         MPI_Comm comm XP())                                                                     \
     {                                                                                           \
-        RUN(shim_coll_gatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype,   \
+        RUN(MOVE,                                                                               \
+            shim_coll_gatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount, stype,   \
                               recvbuf, SHIM_ARRAY(rcounts), SHIM_ARRAY(displs), rtype, root,    \
                               comm),                                                            \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
@@ -438,7 +480,8 @@ void shim_coll_release(struct shim_coll *c);
         MPI_Datatype stype, void *recvbuf, COUNT_T rcount, MPI_Datatype rtype, int root,        \
         MPI_Comm comm XP())                                                                     \
     {                                                                                           \
-        RUN(shim_coll_scatterv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                 \
+        RUN(MOVE,                                                                               \
+            shim_coll_scatterv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                 \
                                SHIM_ARRAY(scounts), SHIM_ARRAY(displs), stype, recvbuf, rcount, \
                                rtype, root, comm),                                              \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, displs, stype, recvbuf,        \
@@ -454,7 +497,8 @@ void shim_coll_release(struct shim_coll *c);
         const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype,                     \
         MPI_Comm comm XP())                                                                     \
     {                                                                                           \
-        RUN(shim_coll_allgatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount,       \
+        RUN(MOVE,                                                                               \
+            shim_coll_allgatherv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, scount,       \
                                  stype, recvbuf, SHIM_ARRAY(rcounts), SHIM_ARRAY(displs),       \
                                  rtype, comm),                                                  \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
@@ -470,7 +514,8 @@ void shim_coll_release(struct shim_coll *c);
         MPI_Datatype stype, void *recvbuf, const COUNT_T rcounts[], const DISP_T rdispls[],     \
         MPI_Datatype rtype, MPI_Comm comm XP())                                                 \
     {                                                                                           \
-        RUN(shim_coll_alltoallv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                \
+        RUN(MOVE,                                                                               \
+            shim_coll_alltoallv(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,                \
                                 SHIM_ARRAY(scounts), SHIM_ARRAY(sdispls), stype, recvbuf,       \
                                 SHIM_ARRAY(rcounts), SHIM_ARRAY(rdispls), rtype, comm),         \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, sdispls, stype, recvbuf,       \

@@ -639,9 +639,12 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
 
 /* ---- the wrappers -------------------------------------------------------------------- */
 
-/* A blocking wrapper: the staging, PMPI with host pointers, the copy back. */
-#define COLL_RUN(PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
-    SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER);             \
+/* A blocking wrapper: the staging, PMPI with host pointers, the copy back.
+ * Its class: coll, or reduce for a reduction. */
+#define COLL_CLASS_MOVE SHIM_CLASS_COLL
+#define COLL_CLASS_REDUCTION SHIM_CLASS_REDUCE
+#define COLL_RUN(KIND, PREP, PMPI_CALL_USER, PMPI_CALL_HOST)  \
+    SHIM_COLL_BEGIN(COLL_CLASS_##KIND, PREP, PMPI_CALL_USER); \
     return shim_coll_end(&c, PMPI_CALL_HOST)
 
 /* Reduce_local has no nonblocking or persistent form. */
@@ -649,7 +652,8 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
     SHIM_EXPORT int MPI_Reduce_local##SFX(const void *inbuf, void *inoutbuf, COUNT_T count,       \
                                           MPI_Datatype dt, MPI_Op op)                             \
     {                                                                                             \
-        COLL_RUN(shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt), \
+        COLL_RUN(REDUCTION,                                                                       \
+                 shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt), \
                  PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op),                          \
                  PMPI_Reduce_local##SFX(SHIM_COLL_ARG(0, inbuf), SHIM_COLL_ARG(1, inoutbuf),      \
                                         count, dt, op));                                          \
@@ -663,7 +667,8 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
                                        const DISP_T rdispls[], const MPI_Datatype rtypes[],      \
                                        MPI_Comm comm)                                            \
     {                                                                                            \
-        COLL_RUN(shim_coll_alltoallw(&c, "MPI_Alltoallw" #SFX, sendbuf, SHIM_ARRAY(scounts),     \
+        COLL_RUN(MOVE,                                                                           \
+                 shim_coll_alltoallw(&c, "MPI_Alltoallw" #SFX, sendbuf, SHIM_ARRAY(scounts),     \
                                      SHIM_ARRAY(sdispls), stypes, recvbuf, SHIM_ARRAY(rcounts),  \
                                      SHIM_ARRAY(rdispls), rtypes, comm),                         \
                  PMPI_Alltoallw##SFX(sendbuf, scounts, sdispls, stypes, recvbuf, rcounts,        \

@@ -206,7 +206,7 @@ typedef void (*f_isend_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint 
 static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint *dt, fint *dest,
                    fint *tag, fint *comm, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
         fn(buf, count, dt, dest, tag, comm, ierr);
         return;
     }
@@ -232,7 +232,7 @@ static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint 
 static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
                     fint *dt, fint *dest, fint *tag, fint *comm, fint *req, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
         fn(buf, count, dt, dest, tag, comm, req, ierr);
         return;
     }
@@ -275,7 +275,7 @@ static int f_finish_recv(const char *call, fint e, struct shim_buf *b, const fin
 static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source, fint *tag,
                    fint *comm, fint *status, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *source == MPI_PROC_NULL) {
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *source == MPI_PROC_NULL) {
         fn(buf, count, dt, source, tag, comm, status, ierr);
         return;
     }
@@ -302,7 +302,7 @@ static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source,
 static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
                     fint *dt, fint *source, fint *tag, fint *comm, fint *req, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 || *source == MPI_PROC_NULL) {
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *source == MPI_PROC_NULL) {
         fn(buf, count, dt, source, tag, comm, req, ierr);
         return;
     }
@@ -330,7 +330,7 @@ static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, 
 static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message,
                     fint *status, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 ||
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
         fn(buf, count, dt, message, status, ierr);
         return;
@@ -356,7 +356,7 @@ static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *messa
 static void f_imrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message, fint *req,
                      fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 ||
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
         fn(buf, count, dt, message, req, ierr);
         return;
@@ -393,7 +393,7 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
                        fint *stag, void *rbuf, fint *rcount, fint *rtype, fint *source,
                        fint *rtag, fint *comm, fint *status, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active())) {
+    if (SHIM_LIKELY(!shim_p2p_active())) {
         fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status,
            ierr);
         return;
@@ -434,7 +434,7 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
                                fint *dest, fint *stag, fint *source, fint *rtag, fint *comm,
                                fint *status, fint *ierr)
 {
-    if (SHIM_LIKELY(!shim_active()) || *count == 0 ||
+    if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         (*dest == MPI_PROC_NULL && *source == MPI_PROC_NULL)) {
         fn(buf, count, dt, dest, stag, source, rtag, comm, status, ierr);
         return;
@@ -852,7 +852,7 @@ static void f_alltoallw(f_alltoallw_fn fn, void *sbuf, fint *scounts, fint *sdis
     MPI_Comm c = F_COMM(comm);
     int n = 0, inter = 0;
     /* A bad communicator (NULL: not a handle) is MPI's to report. */
-    if (SHIM_LIKELY(!shim_active()) || c == NULL || c == MPI_COMM_NULL ||
+    if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_COLL)) || c == NULL || c == MPI_COMM_NULL ||
         PMPI_Comm_test_inter(c, &inter) != MPI_SUCCESS ||
         (inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) != MPI_SUCCESS) {
         fn(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, ierr);
@@ -1027,12 +1027,14 @@ COMPLETION_ENTRY(mpi_testsome, MPI_TESTSOME,
  * The blocking collectives (Open MPI: they call PMPI_*; MPICH 4.0's call
  * MPI_*, which the C wrappers catch: none here). COLL_ENTRY(lower, UPPER,
  * params, args, C call): the MPI's Fortran entry point with @p args while the
- * shim is not active, else the C call (the shim's MPI_X) into *ierr.
+ * shim stages neither blocking class (coll, reduce), else the C call (the
+ * shim's MPI_X, which checks the call's own class) into *ierr.
  */
 #if defined(SHIM_FORTRAN_ALL)
-#define COLL_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                       \
-    P2P_ENTRY(lower, UPPER, PARAMS,                                          \
-              if (SHIM_LIKELY(!shim_active())) ((void (*) PARAMS)NEXT) ARGS; \
+#define F_COLL_ACTIVE() shim_active_for(SHIM_CLASS_COLL | SHIM_CLASS_REDUCE)
+#define COLL_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                         \
+    P2P_ENTRY(lower, UPPER, PARAMS,                                            \
+              if (SHIM_LIKELY(!F_COLL_ACTIVE())) ((void (*) PARAMS)NEXT) ARGS; \
               else set_ierr(ierr, C_CALL))
 
 #define IN_PLACE_ARG(b) ((void *)c_in_place(b))

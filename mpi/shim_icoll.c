@@ -18,14 +18,19 @@
  */
 #include "shim.h"
 
+/* The class of a nonblocking or persistent collective: icoll, or reduce for
+ * a reduction. */
+#define ICOLL_CLASS_MOVE SHIM_CLASS_ICOLL
+#define ICOLL_CLASS_REDUCTION SHIM_CLASS_REDUCE
+
 /* A nonblocking wrapper: the staging, PMPI_IX with host pointers, the record. */
-#define ICOLL_RUN(PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
-    SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER);              \
-    rc = PMPI_CALL_HOST;                                \
-    if (rc != MPI_SUCCESS) {                            \
-        shim_coll_release(&c);                          \
-        return rc;                                      \
-    }                                                   \
+#define ICOLL_RUN(KIND, PREP, PMPI_CALL_USER, PMPI_CALL_HOST)  \
+    SHIM_COLL_BEGIN(ICOLL_CLASS_##KIND, PREP, PMPI_CALL_USER); \
+    rc = PMPI_CALL_HOST;                                       \
+    if (rc != MPI_SUCCESS) {                                   \
+        shim_coll_release(&c);                                 \
+        return rc;                                             \
+    }                                                          \
     return shim_rec_add_coll(req, &c)
 
 #define ICOLL_NM(UPPER, LOWER) I##LOWER
@@ -46,12 +51,14 @@ SHIM_COLL_V_FAMILY(ICOLL_NM, , _c, MPI_Count, MPI_Aint, ICOLL_RUN, ICOLL_XP, ICO
  * Persistent collectives (MPI-4: MPI_Bcast_init & co.): a device buffer is
  * refused with MPI_ERR_BUFFER before a request is made (the staging would
  * have to live from init to MPI_Request_free and be refreshed at every
- * MPI_Start: not done yet). Host buffers pass straight through.
+ * MPI_Start: not done yet). Host buffers pass straight through, and so does
+ * everything where CUCOPY_MPI_STAGE does not stage the call's class (icoll,
+ * or reduce for a reduction: those of the nonblocking forms).
  */
-#define PCOLL_RUN(PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
-    SHIM_COLL_BEGIN(PREP, PMPI_CALL_USER);              \
-    shim_coll_release(&c);                              \
-    return shim_error(c.comm, MPI_ERR_BUFFER, c.call,   \
+#define PCOLL_RUN(KIND, PREP, PMPI_CALL_USER, PMPI_CALL_HOST)  \
+    SHIM_COLL_BEGIN(ICOLL_CLASS_##KIND, PREP, PMPI_CALL_USER); \
+    shim_coll_release(&c);                                     \
+    return shim_error(c.comm, MPI_ERR_BUFFER, c.call,          \
                       "persistent collectives on device buffers are not supported (yet)")
 
 #define PCOLL_NM(UPPER, LOWER) UPPER

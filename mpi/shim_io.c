@@ -149,7 +149,7 @@ static int io_finish(MPI_File fh, const char *call, int rc, struct shim_buf *b,
     {                                                                                         \
         struct shim_buf b = {0};                                                              \
         int rc = MPI_SUCCESS;                                                                 \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                      \
+        if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)) || count == 0 ||                                      \
             (rc = io_stage(fh, "MPI_" #NAME #SFX, buf, count, dt, DIR, &b)) != MPI_SUCCESS || \
             !b.staged)                                                                        \
             return rc != MPI_SUCCESS ? rc : PMPI_##NAME##SFX(fh, OFF_A buf, count, dt, status); \
@@ -165,7 +165,7 @@ static int io_finish(MPI_File fh, const char *call, int rc, struct shim_buf *b,
                                     MPI_Datatype dt, MPI_Request *req)                        \
     {                                                                                         \
         int rc = MPI_SUCCESS;                                                                 \
-        if (SHIM_LIKELY(!shim_active()) ||                                                    \
+        if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)) ||                                                    \
             (rc = refuse_device("MPI_" #NAME #SFX, buf, count, dt, IO_DEFERRED_WHAT)) ==      \
                 MPI_SUCCESS)                                                                  \
             return PMPI_##NAME##SFX(fh, OFF_A buf, count, dt, req);                           \
@@ -179,7 +179,7 @@ static int io_finish(MPI_File fh, const char *call, int rc, struct shim_buf *b,
                                     MPI_Datatype dt)                                          \
     {                                                                                         \
         int rc = MPI_SUCCESS;                                                                 \
-        if (SHIM_LIKELY(!shim_active()) ||                                                    \
+        if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)) ||                                                    \
             (rc = refuse_device("MPI_" #NAME #SFX, buf, count, dt, IO_DEFERRED_WHAT)) ==      \
                 MPI_SUCCESS)                                                                  \
             return PMPI_##NAME##SFX(fh, OFF_A buf, count, dt);                                \
@@ -237,7 +237,7 @@ IO_WRAPPERS(_c, MPI_Count)
 /* A window's base: MPI_SUCCESS, or an error code not raised yet. */
 static int win_base_refuse(const char *call, const void *base, MPI_Aint size)
 {
-    if (SHIM_LIKELY(!shim_active()) || size <= 0)
+    if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)) || size <= 0)
         return MPI_SUCCESS;
     return refuse_device(call, base, 1, MPI_BYTE, WIN_WHAT);
 }
@@ -273,7 +273,7 @@ static int rma_refuse(MPI_Win win, const char *call, int target, const void *b0,
                       MPI_Datatype t0, const void *b1, MPI_Count c1, MPI_Datatype t1,
                       const void *b2, MPI_Count c2)
 {
-    if (SHIM_LIKELY(!shim_active()) || target == MPI_PROC_NULL)
+    if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)) || target == MPI_PROC_NULL)
         return MPI_SUCCESS;
     int rc = refuse_device(call, b0, c0, t0, ORIGIN_WHAT);
     if (rc == MPI_SUCCESS)

@@ -3,7 +3,8 @@
  * MPI_Init*, MPI_Finalize and point-to-point (MPI_Start and MPI_Startall are
  * with the completion family, in shim_complete.c).
  *
- * Every wrapper starts with the one cached check (shim_active()); a host
+ * Every wrapper starts with the one cached check (shim_p2p_active(): the
+ * class p2p of CUCOPY_MPI_STAGE, then shim_active()); a host
  * buffer, a zero count or MPI_PROC_NULL then goes straight to PMPI with the
  * user's arguments. A device buffer whose type map is one contiguous block
  * is staged: sends copy it to pinned host memory *in the call* (so MPI's
@@ -59,7 +60,7 @@ SHIM_EXPORT int MPI_Finalize(void)
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm)                        \
     {                                                                                        \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || dest == MPI_PROC_NULL)              \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL)          \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm);                        \
         struct shim_buf b;                                                                   \
         int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
@@ -85,7 +86,7 @@ SHIM_EXPORT int MPI_Finalize(void)
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm, MPI_Request *req)      \
     {                                                                                        \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || dest == MPI_PROC_NULL)              \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL)          \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \
         struct shim_buf b;                                                                   \
         int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
@@ -127,7 +128,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_Recv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int source,    \
                                   int tag, MPI_Comm comm, MPI_Status *status)              \
     {                                                                                       \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || source == MPI_PROC_NULL)           \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
             return PMPI_Recv##SFX(buf, count, dt, source, tag, comm, status);               \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Recv" #SFX, buf, count, dt, comm, SHIM_FROM_MPI, &b);      \
@@ -144,7 +145,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_Irecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int source,   \
                                    int tag, MPI_Comm comm, MPI_Request *req)               \
     {                                                                                       \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || source == MPI_PROC_NULL)           \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
             return PMPI_Irecv##SFX(buf, count, dt, source, tag, comm, req);                 \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Irecv" #SFX, buf, count, dt, comm, SHIM_FROM_MPI, &b);     \
@@ -165,7 +166,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_Mrecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt,               \
                                    MPI_Message *message, MPI_Status *status)               \
     {                                                                                       \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC)   \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
             return PMPI_Mrecv##SFX(buf, count, dt, message, status);                        \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Mrecv" #SFX, buf, count, dt, MPI_COMM_WORLD, SHIM_FROM_MPI, \
@@ -183,7 +184,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_Imrecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt,              \
                                     MPI_Message *message, MPI_Request *req)                \
     {                                                                                       \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC)   \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
             return PMPI_Imrecv##SFX(buf, count, dt, message, req);                          \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Imrecv" #SFX, buf, count, dt, MPI_COMM_WORLD,              \
@@ -209,7 +210,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                       int source, int recvtag, MPI_Comm comm,                 \
                                       MPI_Status *status)                                     \
     {                                                                                         \
-        if (SHIM_LIKELY(!shim_active()))                                                      \
+        if (SHIM_LIKELY(!shim_p2p_active()))                                                  \
             return PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,   \
                                       recvcount, recvtype, source, recvtag, comm, status);    \
         struct shim_buf sb = {0}, rb = {0};                                                   \
@@ -246,7 +247,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                               int dest, int sendtag, int source, int recvtag, \
                                               MPI_Comm comm, MPI_Status *status)              \
     {                                                                                         \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 ||                                      \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 ||                                  \
             (dest == MPI_PROC_NULL && source == MPI_PROC_NULL))                               \
             return PMPI_Sendrecv_replace##SFX(buf, count, dt, dest, sendtag, source, recvtag, \
                                               comm, status);                                  \
@@ -280,7 +281,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_##NAME##SFX(CONST void *buf, COUNT_T count, MPI_Datatype dt,     \
                                     int peer, int tag, MPI_Comm comm, MPI_Request *req)       \
     {                                                                                         \
-        if (SHIM_LIKELY(!shim_active()) || count == 0 || peer == MPI_PROC_NULL)               \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || peer == MPI_PROC_NULL)           \
             return PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req);                    \
         struct shim_buf b;                                                                    \
         int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm,                          \

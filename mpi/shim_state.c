@@ -33,10 +33,17 @@ static int stage_managed;          /* CUCOPY_MPI_MANAGED=stage */
 static int print_stats;            /* CUCOPY_MPI_STATS=1 */
 static char config_error[256];     /* reported (and fatal) at MPI_Init */
 static const char *status_note = "auto"; /* what the stats line says of the mode */
+static const char *stage_setting;  /* CUCOPY_MPI_STAGE as given; NULL: unset */
+static unsigned stage_listed;      /* the classes it lists (SHIM_CLASS_*) */
 
 #define POOL_MB_DEFAULT 1024
 
 _Atomic int shim_state = SHIM_WATCHING;
+_Atomic unsigned shim_classes = SHIM_CLASS_ALL;
+
+/* The names of CUCOPY_MPI_STAGE's classes, in bit order (SHIM_CLASS_*). */
+static const char *const class_names[] = {"p2p", "coll", "icoll", "reduce", "io"};
+#define CLASS_COUNT (sizeof class_names / sizeof class_names[0])
 
 /* As cucopy's own booleans (docs/configuration.md): y/n, yes/no, on/off,
  * 1/0, true/false, any case; empty is unset (0). */
@@ -58,6 +65,58 @@ static int parse_bool(const char *name, const char *v, int *out)
     snprintf(config_error, sizeof config_error,
              "%s=%s: expected y/n, yes/no, on/off, 1/0 or true/false", name, v);
     return -1;
+}
+
+/*
+ * CUCOPY_MPI_STAGE: a comma-separated list of classes (p2p, coll, icoll,
+ * reduce, io), or all, or none (alone). "types" (non-contiguous datatypes) is
+ * refused: their staging is not built, so the class could not do what it
+ * says. 0, or -1 with config_error set.
+ */
+static int parse_stage(const char *v)
+{
+    stage_setting = v;
+    if (strcmp(v, "all") == 0) {
+        stage_listed = SHIM_CLASS_ALL;
+        return 0;
+    }
+    if (strcmp(v, "none") == 0) {
+        stage_listed = 0;
+        return 0;
+    }
+    const char *at = v;
+    for (;;) {
+        size_t len = strcspn(at, ",");
+        size_t k = 0;
+        while (k < CLASS_COUNT &&
+               !(strlen(class_names[k]) == len && strncmp(at, class_names[k], len) == 0))
+            k++;
+        if (k < CLASS_COUNT) {
+            stage_listed |= 1u << k;
+        } else if ((len == 3 && strncmp(at, "all", 3) == 0) ||
+                   (len == 4 && strncmp(at, "none", 4) == 0)) {
+            snprintf(config_error, sizeof config_error,
+                     "CUCOPY_MPI_STAGE=%s: all and none stand alone, not in a list", v);
+            return -1;
+        } else if (len == 5 && strncmp(at, "types", 5) == 0) {
+            snprintf(config_error, sizeof config_error,
+                     "CUCOPY_MPI_STAGE=%s: the class types is not supported yet (staging "
+                     "non-contiguous datatypes is not built: a staged class refuses them on "
+                     "device memory, the others pass them to the MPI)",
+                     v);
+            return -1;
+        } else {
+            snprintf(config_error, sizeof config_error,
+                     "CUCOPY_MPI_STAGE=%s: %s%.*s%s: expected a comma-separated list of "
+                     "p2p, coll, icoll, reduce, io, or all, or none",
+                     v, len == 0 ? "an empty class" : "unknown class '", (int)len, at,
+                     len == 0 ? "" : "'");
+            return -1;
+        }
+        if (at[len] == '\0')
+            return 0;
+        at += len + 1;
+    }
 }
 
 __attribute__((constructor)) static void shim_configure(void)
@@ -101,6 +160,10 @@ __attribute__((constructor)) static void shim_configure(void)
                  "CUCOPY_MPI_MANAGED=%s: expected pass or stage", v);
 
     parse_bool("CUCOPY_MPI_STATS", getenv("CUCOPY_MPI_STATS"), &print_stats);
+
+    v = getenv("CUCOPY_MPI_STAGE");
+    if (v != NULL && *v != '\0')
+        parse_stage(v);
 
     if (mode == MODE_OFF || config_error[0] != '\0')
         atomic_store(&shim_state, SHIM_OFF);
@@ -269,14 +332,30 @@ void shim_after_init(int provided)
      * MPI handles device buffers itself: auto mode passes everything through,
      * force mode stages anyway. */
     int (*query)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
-    if (query != NULL && query() == 1) {
-        if (mode == MODE_AUTO) {
+    int aware = query != NULL && query() == 1;
+    if (aware && mode == MODE_AUTO) {
+        /* CUCOPY_MPI_STAGE: the classes staged anyway; the others pass
+         * device pointers through. None listed: a pure pass-through. */
+        atomic_store(&shim_classes, stage_listed);
+        if (stage_listed == 0) {
             atomic_store(&shim_state, SHIM_OFF);
-            status_note = "off (the MPI reports CUDA support; CUCOPY_MPI=force stages anyway)";
-        } else if (mode == MODE_FORCE) {
-            status_note = "force (the MPI reports CUDA support)";
+            status_note =
+                stage_setting != NULL
+                    ? "off (the MPI reports CUDA support; CUCOPY_MPI_STAGE=none)"
+                    : "off (the MPI reports CUDA support; CUCOPY_MPI=force stages anyway)";
+        } else {
+            status_note = "auto (the MPI reports CUDA support; CUCOPY_MPI_STAGE picks the "
+                          "classes staged)";
         }
+    } else if (aware && mode == MODE_FORCE) {
+        status_note = "force (the MPI reports CUDA support)";
     }
+    if (stage_setting != NULL && !(aware && mode == MODE_AUTO) && world_rank == 0)
+        fprintf(stderr, "cucopy_mpi: CUCOPY_MPI_STAGE=%s changes nothing: %s\n", stage_setting,
+                mode == MODE_OFF     ? "CUCOPY_MPI=off stages nothing"
+                : mode == MODE_FORCE ? "CUCOPY_MPI=force stages every class"
+                                     : "this MPI does not report CUDA support, so every class "
+                                       "is staged");
 }
 
 /* ---- stats -------------------------------------------------------------------- */
@@ -314,9 +393,16 @@ static void stats_print(void)
         if (!any)
             at += snprintf(line + at, sizeof line - (size_t)at, " none");
     }
-    snprintf(line + at, sizeof line - (size_t)at,
-             "; pool high-water %zu bytes, pageable fallbacks %ld\n", shim_pool_high_water(),
-             shim_pool_fallbacks());
+    at += snprintf(line + at, sizeof line - (size_t)at,
+                   "; pool high-water %zu bytes, pageable fallbacks %ld; staged classes:",
+                   shim_pool_high_water(), shim_pool_fallbacks());
+    /* The policy (CUCOPY_MPI_STAGE & co.): what the wrappers would stage. */
+    unsigned staged = atomic_load(&shim_state) == SHIM_OFF ? 0 : atomic_load(&shim_classes);
+    for (size_t k = 0; k < CLASS_COUNT; k++)
+        if (staged & (1u << k))
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%s",
+                           (staged & ((1u << k) - 1)) ? "," : " ", class_names[k]);
+    snprintf(line + at, sizeof line - (size_t)at, "%s\n", staged == 0 ? " none" : "");
     fputs(line, stderr);
 }
 
