@@ -5,7 +5,7 @@
 # machine, over a build tree made elsewhere, with the real driver and the
 # machine's own (not CUDA-aware) Open MPI, run as root:
 #
-#   mpi/tests/gpu-stage.sh BUILD_DIR
+#   tests/gpu/mpi-stage.sh BUILD_DIR
 #
 # As mpi_shim_stage_* on the fake driver: the shim is preloaded behind
 # build/mpi-tests/libmpi_shim_fake_cuda_aware.so, an MPIX_Query_cuda_support
@@ -22,7 +22,7 @@ mpirun --version 2>&1 | head -1
 nvidia-smi -L 2>/dev/null
 failed=0
 
-. "$(dirname "$0")/../../tests/gpu/mpi-check.sh" # check()
+. "$(dirname "$0")/mpi-check.sh" # check()
 
 export CUCOPY_MPI_STATS=1 CUCOPY_MPI=auto CHECK_TIMEOUT=600
 shim=$build/mpi-tests/libmpi_shim_fake_cuda_aware.so:$build/lib/libcucopy_mpi.so
