@@ -50,12 +50,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dev_prog.h"
 #include "mpi_prog.h"
-#include "testdrv.h"
 
-static int rank, nranks, ndev;
+static int rank, nranks;
 static int failures, checks;
-static cdContext primary[2];
 static int lc_calls; /* large-count calls made */
 
 #define CHECK(cond, ...) MPI_PROG_CHECK("io_device", rank, checks, failures, cond, __VA_ARGS__)
@@ -75,17 +74,6 @@ struct dbuf {
     unsigned char *want; /* what base must hold */
 };
 
-static void ctx_push(int dev)
-{
-    TD_CHECK(td.cuCtxPushCurrent(primary[dev]));
-}
-
-static void ctx_pop(void)
-{
-    cdContext c;
-    TD_CHECK(td.cuCtxPopCurrent(&c));
-}
-
 /* base <- want (and wait for it: docs/mpi.md, Streams). */
 static void dbuf_store(struct dbuf *b)
 {
@@ -94,10 +82,10 @@ static void dbuf_store(struct dbuf *b)
         memcpy(b->base, b->want, all);
         return;
     }
-    ctx_push(b->dev);
+    push(b->dev);
     TD_CHECK(td.cuMemcpyHtoD((cdDevicePtr)(uintptr_t)b->base, b->want, all));
     TD_CHECK(td.cuCtxSynchronize());
-    ctx_pop();
+    pop();
 }
 
 /* @p bytes on @p dev: guards OLD, the body @p body. */
@@ -112,9 +100,9 @@ static struct dbuf dbuf_new(int dev, size_t bytes, unsigned char body)
         b.base = malloc(all);
     } else {
         cdDevicePtr p = 0;
-        ctx_push(dev);
+        push(dev);
         TD_CHECK(td.cuMemAlloc(&p, all));
-        ctx_pop();
+        pop();
         b.base = (char *)(uintptr_t)p;
     }
     b.p = b.base + GUARD;
@@ -127,9 +115,9 @@ static void dbuf_free(struct dbuf *b)
     if (b->dev == HOST) {
         free(b->base);
     } else {
-        ctx_push(b->dev);
+        push(b->dev);
         TD_CHECK(td.cuMemFree((cdDevicePtr)(uintptr_t)b->base));
-        ctx_pop();
+        pop();
     }
     free(b->want);
 }
@@ -142,9 +130,9 @@ static void dbuf_check(const struct dbuf *b, const char *what)
     if (b->dev == HOST) {
         memcpy(h, b->base, all);
     } else {
-        ctx_push(b->dev);
+        push(b->dev);
         TD_CHECK(td.cuMemcpyDtoH(h, (cdDevicePtr)(uintptr_t)b->base, all));
-        ctx_pop();
+        pop();
     }
     size_t bad = 0;
     while (bad < all && h[bad] == b->want[bad])
@@ -537,9 +525,9 @@ static void test_shared(MPI_File fh, MPI_Offset base)
           "MPI_File_read_shared into device memory: rc %d, %lld bytes", rc, status_bytes(&st));
     /* Which chunk it got: the device's bytes say; every rank a different one. */
     unsigned char *h = malloc(C4);
-    ctx_push(rs.dev);
+    push(rs.dev);
     TD_CHECK(td.cuMemcpyDtoH(h, (cdDevicePtr)(uintptr_t)rs.p, C4));
-    ctx_pop();
+    pop();
     int got_q = -1;
     for (int q = 0; q < nranks; q++) {
         fill(one, 50 + q, C4);
@@ -896,21 +884,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     int negative = argc > 2 && strcmp(argv[2], "negative") == 0;
-    if (testdrv_load() != 0)
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    ndev = td.device_count < 2 ? td.device_count : 2;
-    if (ndev < 1) {
-        fprintf(stderr, "io_device: no device\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    for (int d = 0; d < ndev; d++) {
-        cdDevice dev;
-        TD_CHECK(td.cuDeviceGet(&dev, d));
-        TD_CHECK(td.cuDevicePrimaryCtxRetain(&primary[d], dev));
-    }
-    if (ndev == 1)
-        primary[1] = primary[0];
-    TD_CHECK(td.cuCtxSetCurrent(primary[0]));
+    dev_prog_init("io_device");
 
     const char *dir = argv[1];
     char path[4096];
