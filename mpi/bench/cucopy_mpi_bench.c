@@ -2,7 +2,9 @@
 /*
  * cucopy_mpi_bench: MPI latency and bandwidth between two ranks with host
  * and device buffers, in the shape of the OSU micro-benchmarks (osu_latency,
- * osu_bw), and the ratio device/host of the same MPI in the same run.
+ * osu_bw), the time of MPI_Allreduce, MPI_Bcast and MPI_Alltoall over every
+ * rank (osu_allreduce, osu_bcast, osu_alltoall), and the ratio device/host of
+ * the same MPI in the same run.
  *
  * An unchanged MPI program as far as GPUs go: device memory comes from the
  * driver directly (testdrv: $CUCOPY_CUDA_DRIVER or libcuda.so.1), it never
@@ -11,13 +13,16 @@
  * Without the shim, a device-buffer pair faults inside a non-CUDA-aware MPI.
  *
  * Every measurement is verified: the sender's buffer holds a pattern seeded
- * by (test, pair, size), the receiver's is cleared first and compared with
- * the pattern after the timed loop (device buffers read back with
- * cuMemcpyDtoH), so a broken shim cannot give fast garbage numbers.
+ * by (test, pair, size, sender), the receiver's is cleared first and compared
+ * with the pattern after the timed loop (device buffers read back with
+ * cuMemcpyDtoH), so a broken shim cannot give fast garbage numbers. The
+ * collectives check what each rank received: allreduce the sum of every
+ * rank's values, bcast the root's pattern, alltoall each block its sender's.
  *
- * Output: a table per test (latency in us, bandwidth in MB/s) with one
- * column per pair and the ratio D-D/H-H, then the issue's two goals as
- * measured numbers, then "cucopy_mpi_bench: rank R: PASS" or FAILED lines.
+ * Output: a table per test (latency in us, bandwidth in MB/s, collectives
+ * in us per call) with one column per pair and the ratio D-D/H-H, then the
+ * issues' goals (10: latency, bandwidth; 13: allreduce) as measured
+ * numbers, then "cucopy_mpi_bench: rank R: PASS" or FAILED lines.
  * Exit status: 0 every check passed, 1 usage or setup error, 2 wrong data.
  * docs/mpi.md#benchmark.
  */
@@ -42,7 +47,7 @@
 #define TAG_ACK 2
 
 enum kind { HOST = 0, DEVICE = 1 };
-enum test { LAT = 0, BW = 1, NTESTS };
+enum test { LAT = 0, BW, ALLREDUCE, BCAST, ALLTOALL, NTESTS };
 enum { HH = 0, DD, HD, DH, NPAIRS };
 
 /* Buffer kind of rank 0 and rank 1 for each pair. */
@@ -57,7 +62,13 @@ static const struct {
     {"D-H", "dh", {DEVICE, HOST}},
 };
 
-static const char *test_names[NTESTS] = {"lat", "bw"};
+static const char *test_names[NTESTS] = {"lat", "bw", "allreduce", "bcast", "alltoall"};
+
+/* The collectives run over every rank, with the H-H and D-D pairs only. */
+static int is_collective(enum test t)
+{
+    return t >= ALLREDUCE;
+}
 
 static struct {
     size_t sizes[MAX_SIZES];
@@ -78,7 +89,7 @@ static struct {
          .window = 64,
          .inflight = 256 * MIB,
          .pair_on = {1, 1, 1, 1},
-         .test_on = {1, 1},
+         .test_on = {1, 1, 0, 0, 0},
          .short_us = -1};
 
 static int rank, nranks;
@@ -88,7 +99,8 @@ static cdContext ctx;
  * device fills and read-backs. */
 static char *sendbuf[2], *recvbuf[2], *scratch;
 static size_t buf_bytes;
-/* Results on rank 0: [test][pair][size index]; < 0: not measured. */
+/* Results on rank 0: [test][pair][size index]; < 0: not measured. The
+ * collectives' are us per call, averaged over the ranks. */
 static double result[NTESTS][NPAIRS][MAX_SIZES];
 static int iters_used[NTESTS][MAX_SIZES], window_used[MAX_SIZES];
 
@@ -101,24 +113,31 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: mpirun -n 2 -x LD_PRELOAD=<lib>/libcucopy_mpi.so cucopy_mpi_bench [options]\n"
             "MPI latency and bandwidth between two ranks with host and device buffers\n"
-            "(OSU osu_latency / osu_bw shape), and the ratio device/host of the same run.\n"
+            "(OSU osu_latency / osu_bw shape), collectives over every rank (osu_allreduce,\n"
+            "osu_bcast, osu_alltoall), and the ratio device/host of the same run.\n"
             "\n"
-            "  --tests LIST      lat,bw (default both)\n"
+            "  --tests LIST      lat,bw,allreduce,bcast,alltoall (default lat,bw); lat and\n"
+            "                    bw need exactly 2 ranks, the collectives any number >= 2\n"
             "  --pairs LIST      hh,dd,hd,dh (default all): buffer kinds of rank 0 and rank 1,\n"
-            "                    h = host (malloc), d = device (cuMemAlloc)\n"
-            "  --sizes LIST      message sizes, K/M/G suffixes (binary)\n"
+            "                    h = host (malloc), d = device (cuMemAlloc); the collectives\n"
+            "                    run hh and dd only (every rank's buffers of that kind)\n"
+            "  --sizes LIST      message sizes, K/M/G suffixes (binary); allreduce and bcast:\n"
+            "                    bytes per rank (allreduce: size/8 doubles), alltoall: bytes\n"
+            "                    per block (one to each rank)\n"
             "                    (default: powers of 2 from 8 to --max-size)\n"
             "  --max-size S      largest default size (default 256M)\n"
             "  --iters N         timed iterations of every size (default per size: lat\n"
-            "                    10000 up to 8K, 1000 above; bw 100 / 20 windows; both\n"
-            "                    capped so a size moves about 1 GiB (lat) / 2 GiB (bw))\n"
-            "  --warmup N        untimed iterations first (default lat 100 / 10, bw 10 / 2)\n"
+            "                    10000 up to 8K, 1000 above; bw 100 / 20 windows, the\n"
+            "                    collectives 100 / 20 calls; capped so a size moves about\n"
+            "                    1 GiB (lat) / 2 GiB (bw, collectives: per rank))\n"
+            "  --warmup N        untimed iterations first (default lat 100 / 10, bw and\n"
+            "                    the collectives 10 / 2)\n"
             "  --window W        bw: messages in flight per window (default 64), halved\n"
             "                    for a size until W x size <= --inflight\n"
             "  --inflight S      bw: most bytes one window holds (default 256M; each staged\n"
             "                    byte in flight holds pinned memory of the shim's pool,\n"
             "                    CUCOPY_MPI_POOL_MB, default 1024)\n"
-            "  --device N[,M]    device of rank 0 [and rank 1] (default 0)\n"
+            "  --device N[,M]    device of rank 0 [and of the other ranks] (default 0)\n"
             "  --short-us X      cucopy's 8 B short-copy latency for the latency goal\n"
             "                    (default: measured here with raw 8 B cuMemcpyHtoD/DtoH)\n"
             "  --verify          a quick check: sizes 8,4K,64K,1M, 5 iterations, 1 warmup,\n"
@@ -303,13 +322,23 @@ static int bw_window(size_t n)
     return w;
 }
 
+/* Bytes one rank's buffer holds for one iteration of test @p t at size @p n. */
+static size_t iter_bytes(enum test t, size_t n)
+{
+    if (t == BW)
+        return (size_t)bw_window(n) * n;
+    if (t == ALLTOALL)
+        return n * (size_t)nranks;
+    return n;
+}
+
 static int timed_iters(enum test t, size_t n)
 {
     if (opt.iters > 0)
         return opt.iters;
     if (t == LAT)
         return clamp_iters(n <= SMALL_LIMIT ? 10000 : 1000, n, LAT_BYTES_PER_RUN, 4);
-    return clamp_iters(n <= SMALL_LIMIT ? 100 : 20, (size_t)bw_window(n) * n, BW_BYTES_PER_RUN, 2);
+    return clamp_iters(n <= SMALL_LIMIT ? 100 : 20, iter_bytes(t, n), BW_BYTES_PER_RUN, 2);
 }
 
 static int warmup_iters(enum test t, size_t n)
@@ -372,16 +401,33 @@ static size_t first_wrong(const char *h, size_t n, uint64_t seed)
     return n;
 }
 
-/* Put the pattern into buffer @p b of kind @p k; device writes are waited
- * for (cuMemcpyHtoD from pageable memory may return before its DMA lands,
- * docs/mpi.md#streams). */
-static void put_pattern(enum kind k, char *b, size_t n, uint64_t seed)
+/* The value of double @p i of an allreduce contribution: a 20-bit integer,
+ * so that any sum over the ranks is exact in any order. */
+static double pattern_value(uint64_t seed, size_t i)
+{
+    return (double)(pattern_word(seed, i) >> 44);
+}
+
+/* fill_host's counterpart for allreduce: n / 8 doubles of pattern_value. */
+static void fill_values(char *h, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n / 8; i++) {
+        double v = pattern_value(seed, i);
+        memcpy(h + 8 * i, &v, 8);
+    }
+}
+
+/* Put fill's pattern (fill_host, fill_values) into buffer @p b of kind @p k;
+ * device writes are waited for (cuMemcpyHtoD from pageable memory may return
+ * before its DMA lands, docs/mpi.md#streams). */
+static void put_pattern(enum kind k, char *b, size_t n, uint64_t seed,
+                        void (*fill)(char *, size_t, uint64_t))
 {
     if (k == HOST) {
-        fill_host(b, n, seed);
+        fill(b, n, seed);
         return;
     }
-    fill_host(scratch, n, seed);
+    fill(scratch, n, seed);
     TD_CHECK(td.cuMemcpyHtoD(dptr(b), scratch, n));
     TD_CHECK(td.cuCtxSynchronize());
 }
@@ -396,32 +442,62 @@ static void clear(enum kind k, char *b, size_t n)
     TD_CHECK(td.cuCtxSynchronize());
 }
 
+/* Buffer @p b of kind @p k as host memory: itself, or read back from the
+ * device with cuMemcpyDtoH into scratch. */
+static const char *host_view(enum kind k, const char *b, size_t n)
+{
+    if (k == HOST)
+        return b;
+    TD_CHECK(td.cuMemcpyDtoH(scratch, dptr(b), n));
+    return scratch;
+}
+
+/* 1 if h[0, n) holds the pattern of @p seed; otherwise a FAILED line (naming
+ * the sending rank @p from when >= 0) and 0. */
+static int pattern_ok(const char *h, size_t n, uint64_t seed, enum test t, int pair, enum kind k,
+                      int from)
+{
+    size_t j = first_wrong(h, n, seed);
+    if (j == n)
+        return 1;
+    char who[32] = "";
+    if (from >= 0)
+        snprintf(who, sizeof who, " from rank %d", from);
+    fprintf(stderr,
+            "cucopy_mpi_bench: rank %d: FAILED: %s %s %zu bytes: wrong data received%s "
+            "(%s buffer), first at byte %zu: 0x%02x, expected 0x%02x\n",
+            rank, test_names[t], pairs[pair].name, n, who, k == HOST ? "host" : "device", j,
+            (unsigned char)h[j], pattern_byte(seed, j));
+    return 0;
+}
+
+/* One measurement's verdict. */
+static void count_check(int ok)
+{
+    checks++;
+    if (!ok)
+        failures++;
+}
+
 /* Check that buffer @p b of kind @p k holds the pattern (read back from the
  * device with cuMemcpyDtoH). */
 static void check_pattern(enum kind k, const char *b, size_t n, uint64_t seed, enum test t,
                           int pair)
 {
-    const char *h = b;
-    if (k == DEVICE) {
-        TD_CHECK(td.cuMemcpyDtoH(scratch, dptr(b), n));
-        h = scratch;
-    }
-    checks++;
-    size_t j = first_wrong(h, n, seed);
-    if (j != n) {
-        failures++;
-        fprintf(stderr,
-                "cucopy_mpi_bench: rank %d: FAILED: %s %s %zu bytes: wrong data received "
-                "(%s buffer), first at byte %zu: 0x%02x, expected 0x%02x\n",
-                rank, test_names[t], pairs[pair].name, n, k == HOST ? "host" : "device", j,
-                (unsigned char)h[j], pattern_byte(seed, j));
-    }
+    count_check(pattern_ok(host_view(k, b, n), n, seed, t, pair, k, -1));
 }
 
+/* Test, pair, size index and sending rank (< 65536); alltoall adds the
+ * receiving rank (seed_block). */
 static uint64_t seed_of(enum test t, int pair, int size_index, int sender)
 {
-    return ((uint64_t)t << 40) | ((uint64_t)pair << 32) | ((uint64_t)size_index << 8) |
-           (uint64_t)sender;
+    return ((uint64_t)t << 48) | ((uint64_t)pair << 40) | ((uint64_t)size_index << 32) |
+           (uint64_t)(sender & 0xffff);
+}
+
+static uint64_t seed_block(enum test t, int pair, int size_index, int sender, int receiver)
+{
+    return seed_of(t, pair, size_index, sender) | ((uint64_t)(receiver & 0xffff) + 1) << 16;
 }
 
 static void *host_alloc(size_t n)
@@ -511,7 +587,7 @@ static void run_latency(int pair, int si)
     enum kind k = pairs[pair].k[rank];
     struct step a = {.send = sendbuf[k], .recv = recvbuf[k], .n = n, .window = 1};
     int iters = timed_iters(LAT, n);
-    put_pattern(k, a.send, n, seed_of(LAT, pair, si, rank));
+    put_pattern(k, a.send, n, seed_of(LAT, pair, si, rank), fill_host);
     clear(k, a.recv, n);
     double t = timed_loop(warmup_iters(LAT, n), iters, ping_pong, &a);
     check_pattern(k, a.recv, n, seed_of(LAT, pair, si, 1 - rank), LAT, pair);
@@ -529,7 +605,7 @@ static void run_bandwidth(int pair, int si)
     int iters = timed_iters(BW, n);
     size_t total = (size_t)a.window * n;
     if (rank == 0)
-        put_pattern(k, a.send, total, seed_of(BW, pair, si, 0));
+        put_pattern(k, a.send, total, seed_of(BW, pair, si, 0), fill_host);
     else
         clear(k, a.recv, total);
     double t = timed_loop(warmup_iters(BW, n), iters, window_of_messages, &a);
@@ -538,6 +614,95 @@ static void run_bandwidth(int pair, int si)
     result[BW][pair][si] = (double)n * a.window * iters / t / 1e6;
     iters_used[BW][si] = iters;
     window_used[si] = a.window;
+}
+
+/* osu_allreduce's call: n / 8 doubles, MPI_SUM. */
+static void allreduce_call(const struct step *a)
+{
+    MPI_OK(MPI_Allreduce(a->send, a->recv, (int)(a->n / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+
+/* osu_bcast's: rank 0's send buffer into the others' receive buffers. */
+static void bcast_call(const struct step *a)
+{
+    MPI_OK(MPI_Bcast(rank == 0 ? a->send : a->recv, (int)a->n, MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
+/* osu_alltoall's: a block of n bytes to and from every rank. */
+static void alltoall_call(const struct step *a)
+{
+    MPI_OK(MPI_Alltoall(a->send, (int)a->n, MPI_BYTE, a->recv, (int)a->n, MPI_BYTE,
+                        MPI_COMM_WORLD));
+}
+
+/* Check that buffer @p b of kind @p k holds, double by double, the sum of
+ * every rank's fill_values (read back from the device with cuMemcpyDtoH). */
+static void check_sum(enum kind k, const char *b, size_t n, int pair, int si)
+{
+    const char *h = host_view(k, b, n);
+    for (size_t i = 0; i < n / 8; i++) {
+        double got, want = 0;
+        memcpy(&got, h + 8 * i, 8);
+        for (int r = 0; r < nranks; r++)
+            want += pattern_value(seed_of(ALLREDUCE, pair, si, r), i);
+        if (got != want) {
+            fprintf(stderr,
+                    "cucopy_mpi_bench: rank %d: FAILED: allreduce %s %zu bytes: wrong sum "
+                    "received (%s buffer), first at double %zu: %.17g, expected %.17g\n",
+                    rank, pairs[pair].name, n, k == HOST ? "host" : "device", i, got, want);
+            count_check(0);
+            return;
+        }
+    }
+    count_check(1);
+}
+
+/* A collective over every rank, all with host (H-H) or all with device
+ * (D-D) buffers: us per call, averaged over the ranks (as OSU's). Every
+ * rank checks what it received: allreduce the sum, bcast rank 0's pattern
+ * (the others), alltoall each block its sender's. */
+static void run_collective(enum test t, int pair, int si)
+{
+    size_t n = opt.sizes[si];
+    enum kind k = pairs[pair].k[0];
+    struct step a = {.send = sendbuf[k], .recv = recvbuf[k], .n = n, .window = 1};
+    void (*call)(const struct step *) = alltoall_call;
+    if (t == ALLREDUCE) {
+        a.n = n / 8 * 8; /* whole doubles; none: not measured */
+        if (a.n == 0)
+            return;
+        put_pattern(k, a.send, a.n, seed_of(t, pair, si, rank), fill_values);
+        clear(k, a.recv, a.n);
+        call = allreduce_call;
+    } else if (t == BCAST) {
+        if (rank == 0)
+            put_pattern(k, a.send, n, seed_of(t, pair, si, 0), fill_host);
+        else
+            clear(k, a.recv, n);
+        call = bcast_call;
+    } else {
+        for (int r = 0; r < nranks; r++)
+            put_pattern(k, a.send + (size_t)r * n, n, seed_block(t, pair, si, rank, r), fill_host);
+        clear(k, a.recv, n * (size_t)nranks);
+    }
+    int iters = timed_iters(t, n);
+    double us = timed_loop(warmup_iters(t, n), iters, call, &a) * 1e6 / iters;
+    if (t == ALLREDUCE) {
+        check_sum(k, a.recv, a.n, pair, si);
+    } else if (t == BCAST) {
+        if (rank != 0)
+            check_pattern(k, a.recv, n, seed_of(t, pair, si, 0), t, pair);
+    } else {
+        const char *h = host_view(k, a.recv, n * (size_t)nranks);
+        int ok = 1;
+        for (int r = 0; r < nranks; r++)
+            ok &= pattern_ok(h + (size_t)r * n, n, seed_block(t, pair, si, r, rank), t, pair, k, r);
+        count_check(ok);
+    }
+    double sum = 0;
+    MPI_OK(MPI_Reduce(&us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    result[t][pair][si] = sum / nranks;
+    iters_used[t][si] = iters;
 }
 
 /* The raw driver's synchronous 8-byte copies between pinned host memory and
@@ -584,10 +749,23 @@ static const char *size_str(size_t n, char s[32])
 /* ---- what the run sees ------------------------------------------------------------------ */
 
 
-/* Rank 1's flag next to rank 0's, on rank 0. */
+/* Rank 0's flag, then the lowest of the other ranks' (rank 1's of two), on
+ * rank 0. */
 static void both(int mine, int out[2])
 {
-    MPI_OK(MPI_Gather(&mine, 1, MPI_INT, out, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    int others = rank == 0 ? 1 : mine;
+    out[0] = mine;
+    MPI_OK(MPI_Reduce(&others, &out[1], 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD));
+}
+
+/* "rank 1", or "ranks 1-N" with more than two: the others of both(). */
+static const char *others_name(void)
+{
+    static char s[32];
+    if (nranks == 2)
+        return "rank 1";
+    snprintf(s, sizeof s, "ranks 1-%d", nranks - 1);
+    return s;
 }
 
 static const char *yes(int v)
@@ -613,40 +791,47 @@ static void print_header(const char *devname[2])
     both(mpi_prog_mapped("/libcucopy_mpi") == 1, m);
     if (rank != 0)
         return;
-    printf("# cucopy_mpi_bench: 2 ranks, %s\n", lib);
+    printf("# cucopy_mpi_bench: %d ranks, %s\n", nranks, lib);
     printf("# driver: %s, CUDA %d.%d%s\n", drv && *drv ? drv : "libcuda.so.1",
            td.driver_version / 1000, td.driver_version % 1000 / 10,
            td.is_fake ? " (FAKE driver: the timings mean nothing, only the checks do)" : "");
-    printf("# devices: rank 0 device %d (%s), rank 1 device %d (%s)\n", opt.device[0],
-           devname[0], opt.device[1], devname[1]);
+    printf("# devices: rank 0 device %d (%s), %s device %d (%s)\n", opt.device[0], devname[0],
+           others_name(), opt.device[1], devname[1]);
+    char every[32] = "both ranks";
+    if (nranks > 2)
+        snprintf(every, sizeof every, "all %d ranks", nranks);
     if (preload && m[0] && m[1])
-        printf("# shim: LD_PRELOAD=%s (libcucopy_mpi mapped on both ranks), CUCOPY_MPI=%s, "
+        printf("# shim: LD_PRELOAD=%s (libcucopy_mpi mapped on %s), CUCOPY_MPI=%s, "
                "CUCOPY_MPI_POOL_MB=%s\n",
-               pre, mode ? mode : "(unset: auto)", pool ? pool : "(unset: 1024)");
+               pre, every, mode ? mode : "(unset: auto)", pool ? pool : "(unset: 1024)");
     else
-        printf("# shim: NOT LOADED (LD_PRELOAD=%s; libcucopy_mpi mapped: rank 0 %s, rank 1 %s): "
+        printf("# shim: NOT LOADED (LD_PRELOAD=%s; libcucopy_mpi mapped: rank 0 %s, %s %s): "
                "device buffers reach MPI unchanged (a non-CUDA-aware MPI faults on them)\n",
-               pre ? pre : "(unset)", yes(m[0]), yes(m[1]));
+               pre ? pre : "(unset)", yes(m[0]), others_name(), yes(m[1]));
     printf("# buffers: host = malloc'd (page-aligned, pageable), device = cuMemAlloc on the "
            "rank's device, from the driver (this program never calls cucopy)\n");
     printf("# pairs (rank 0 - rank 1): H-H host-host, D-D device-device, H-D host-device, D-H "
-           "device-host; bw sends rank 0 -> rank 1\n");
+           "device-host; bw sends rank 0 -> rank 1; the collectives: H-H every rank's buffers "
+           "host, D-D every rank's device\n");
     if (opt.iters > 0)
         printf("# iterations: %d timed per size (--iters)", opt.iters);
     else
-        printf("# iterations: OSU's (lat 10000 up to 8K, 1000 above; bw 100 / 20 windows), "
-               "capped per size at ~1 GiB (lat) / 2 GiB (bw) moved (column iters)");
+        printf("# iterations: OSU's (lat 10000 up to 8K, 1000 above; bw 100 / 20 windows; "
+               "collectives 100 / 20 calls), capped per size at ~1 GiB (lat) / 2 GiB (bw, "
+               "collectives: per rank) moved (column iters)");
     if (opt.warmup >= 0)
         printf(", after %d untimed (--warmup)\n", opt.warmup);
     else
-        printf(", after OSU's untimed ones (lat 100 / 10, bw 10 / 2; at most a quarter)\n");
+        printf(", after OSU's untimed ones (lat 100 / 10, bw and collectives 10 / 2; at most a "
+               "quarter)\n");
     char sz[32];
     if (opt.test_on[BW])
         printf("# bw window: %d messages in flight, halved for a size until window x size <= "
                "%s (--inflight; column window)\n",
                opt.window, size_str(opt.inflight, sz));
     printf("# every measurement verified: the receiver's buffer is compared with the sender's "
-           "pattern after the timed loop (device: read back with cuMemcpyDtoH)\n");
+           "pattern after the timed loop (device: read back with cuMemcpyDtoH); allreduce: "
+           "with the sum of every rank's values, on every rank\n");
 }
 
 static void print_cell(double v, int digits)
@@ -661,11 +846,25 @@ static void print_table(enum test t)
 {
     if (t == LAT)
         printf("\n# latency, one-way us (half the round trip of blocking Send/Recv ping-pong)\n");
-    else
+    else if (t == BW)
         printf("\n# bandwidth, MB/s = 1e6 bytes/s (window of Isend/Irecv, Waitall, 1-byte "
                "host ack)\n");
+    else if (t == ALLREDUCE)
+        printf("\n# allreduce, us per call averaged over the %d ranks (MPI_Allreduce of size / 8 "
+               "doubles, MPI_SUM)\n",
+               nranks);
+    else if (t == BCAST)
+        printf("\n# bcast, us per call averaged over the %d ranks (MPI_Bcast of size bytes from "
+               "rank 0)\n",
+               nranks);
+    else
+        printf("\n# alltoall, us per call averaged over the %d ranks (MPI_Alltoall, a block of "
+               "size bytes to and from each rank)\n",
+               nranks);
+    /* The collectives have the H-H and D-D columns only (pairs 0 and 1). */
+    int npairs = is_collective(t) ? DD + 1 : NPAIRS;
     printf("# %9s", "size");
-    for (int p = 0; p < NPAIRS; p++)
+    for (int p = 0; p < npairs; p++)
         printf(" %11s", pairs[p].name);
     printf(" %11s %8s", "D-D/H-H", "iters");
     if (t == BW)
@@ -674,8 +873,8 @@ static void print_table(enum test t)
     for (int si = 0; si < opt.nsizes; si++) {
         char sz[32];
         printf(" %10s", size_str(opt.sizes[si], sz));
-        for (int p = 0; p < NPAIRS; p++)
-            print_cell(result[t][p][si], t == LAT ? 2 : 1);
+        for (int p = 0; p < npairs; p++)
+            print_cell(result[t][p][si], t == BW ? 1 : 2);
         double hh = result[t][HH][si], dd = result[t][DD][si];
         print_cell(hh > 0 && dd >= 0 ? dd / hh : -1, 2);
         printf(" %8d", iters_used[t][si]);
@@ -685,28 +884,42 @@ static void print_table(enum test t)
     }
 }
 
-/* The issue's goals as measured numbers (rank 0). */
+/* A goal "@p ratio >= @p min at every size >= 1M" of test @p t: the lowest
+ * D-D/H-H (@p host_over_device: H-H/D-D, for times) at those sizes. */
+static void print_ratio_goal(const char *goal, enum test t, int host_over_device, double min)
+{
+    const char *ratio = host_over_device ? "H-H/D-D" : "D-D/H-H";
+    if (!opt.test_on[t] || !opt.pair_on[HH] || !opt.pair_on[DD]) {
+        printf("# goal %s: not measured (needs --tests %s and pairs hh,dd)\n", goal,
+               test_names[t]);
+        return;
+    }
+    double worst = -1;
+    int at = -1;
+    for (int si = 0; si < opt.nsizes; si++) {
+        double hh = result[t][HH][si], dd = result[t][DD][si];
+        double r = host_over_device ? hh / dd : dd / hh;
+        if (opt.sizes[si] >= MIB && (at < 0 || r < worst))
+            worst = r, at = si;
+    }
+    char sz[32];
+    if (at < 0)
+        printf("# goal %s: not measured (no size >= 1M)\n", goal);
+    else
+        printf("# goal %s: %s >= %.2f at every size >= 1M: lowest %.2f (at %s): %s\n", goal,
+               ratio, min, worst, size_str(opt.sizes[at], sz), worst >= min ? "MET" : "NOT MET");
+}
+
+/* The goals of issue 10 (lat, bw) and 13 (allreduce) as measured numbers
+ * (rank 0): those of the tests run. */
 static void print_goals(double h2d, double d2h)
 {
     printf("\n");
-    if (!opt.test_on[BW] || !opt.pair_on[HH] || !opt.pair_on[DD]) {
-        printf("# goal bandwidth: not measured (needs --tests bw and pairs hh,dd)\n");
-    } else {
-        double worst = -1;
-        int at = -1;
-        for (int si = 0; si < opt.nsizes; si++) {
-            double r = result[BW][DD][si] / result[BW][HH][si];
-            if (opt.sizes[si] >= MIB && (at < 0 || r < worst))
-                worst = r, at = si;
-        }
-        char sz[32];
-        if (at < 0)
-            printf("# goal bandwidth: not measured (no size >= 1M)\n");
-        else
-            printf("# goal bandwidth: D-D/H-H >= 0.50 at every size >= 1M: lowest %.2f (at %s): "
-                   "%s\n",
-                   worst, size_str(opt.sizes[at], sz), worst >= 0.5 ? "MET" : "NOT MET");
-    }
+    if (opt.test_on[ALLREDUCE])
+        print_ratio_goal("allreduce", ALLREDUCE, 1, 0.7);
+    if (!opt.test_on[LAT] && !opt.test_on[BW])
+        return;
+    print_ratio_goal("bandwidth", BW, 0, 0.5);
     int s8 = -1;
     for (int si = 0; si < opt.nsizes; si++)
         if (opt.sizes[si] == 8)
@@ -751,10 +964,12 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     int p = parse_args(argc, argv);
-    if (p == 0 && nranks != 2) {
+    if (p == 0 && (nranks < 2 || (nranks != 2 && (opt.test_on[LAT] || opt.test_on[BW])))) {
         if (rank == 0)
-            fprintf(stderr, "cucopy_mpi_bench: needs exactly 2 ranks (mpirun -n 2), not %d\n",
-                    nranks);
+            fprintf(stderr,
+                    "cucopy_mpi_bench: needs %s 2 ranks (mpirun -n 2), not %d (lat and bw: "
+                    "exactly 2, the collectives: 2 or more)\n",
+                    nranks < 2 ? "at least" : "exactly", nranks);
         p = -1;
     }
     if (p != 0) {
@@ -765,7 +980,7 @@ int main(int argc, char **argv)
     /* The driver and this rank's device, current for the whole run (as a
      * CUDA program's primary context is). */
     int ok = testdrv_load() == 0;
-    int dev = opt.device[rank];
+    int dev = opt.device[rank == 0 ? 0 : 1];
     char devname[128] = "?";
     if (ok && dev >= td.device_count) {
         fprintf(stderr, "cucopy_mpi_bench: rank %d: --device %d: the driver has %d device(s)\n",
@@ -783,11 +998,12 @@ int main(int argc, char **argv)
     TD_CHECK(td.cuDeviceGetName(devname, sizeof devname, d));
 
     buf_bytes = 0;
-    for (int si = 0; si < opt.nsizes; si++) {
-        size_t n = opt.sizes[si], w = opt.test_on[BW] ? (size_t)bw_window(n) * n : n;
-        if (w > buf_bytes)
-            buf_bytes = w;
-    }
+    for (int si = 0; si < opt.nsizes; si++)
+        for (int t = 0; t < NTESTS; t++) {
+            size_t w = iter_bytes((enum test)t, opt.sizes[si]);
+            if (opt.test_on[t] && w > buf_bytes)
+                buf_bytes = w;
+        }
     sendbuf[HOST] = host_alloc(buf_bytes);
     recvbuf[HOST] = host_alloc(buf_bytes);
     scratch = host_alloc(buf_bytes);
@@ -801,7 +1017,7 @@ int main(int argc, char **argv)
     char peer_name[128] = "";
     if (rank == 1)
         MPI_OK(MPI_Send(devname, sizeof devname, MPI_CHAR, 0, TAG_ACK, MPI_COMM_WORLD));
-    else
+    else if (rank == 0)
         MPI_OK(MPI_Recv(peer_name, sizeof peer_name, MPI_CHAR, 1, TAG_ACK, MPI_COMM_WORLD,
                         MPI_STATUS_IGNORE));
     const char *names[2] = {devname, peer_name};
@@ -818,13 +1034,15 @@ int main(int argc, char **argv)
         if (!opt.test_on[t])
             continue;
         for (int q = 0; q < NPAIRS; q++) {
-            if (!opt.pair_on[q])
+            if (!opt.pair_on[q] || (is_collective((enum test)t) && q != HH && q != DD))
                 continue;
             for (int si = 0; si < opt.nsizes; si++) {
                 if (t == LAT)
                     run_latency(q, si);
-                else
+                else if (t == BW)
                     run_bandwidth(q, si);
+                else
+                    run_collective((enum test)t, q, si);
             }
         }
         if (rank == 0) {
@@ -839,8 +1057,8 @@ int main(int argc, char **argv)
     both(mpi_prog_mapped("/libcucopy.so") == 1, cu);
     if (rank == 0)
         printf("# libcucopy.so.0 mapped after the run (the shim loaded it to stage device "
-               "buffers): rank 0 %s, rank 1 %s\n",
-               yes(cu[0]), yes(cu[1]));
+               "buffers): rank 0 %s, %s %s\n",
+               yes(cu[0]), others_name(), yes(cu[1]));
 
     TD_CHECK(td.cuMemFree(dptr(sendbuf[DEVICE])));
     TD_CHECK(td.cuMemFree(dptr(recvbuf[DEVICE])));

@@ -11,10 +11,14 @@
 #    powers of 2, both ranks on device 0; options are passed on, e.g.
 #    --device 0,1 on a two-GPU machine), with the shim's stats line (which
 #    must show no pageable fallback);
-# 2. the H-H pair alone without the shim: the MPI's own host numbers, for
+# 2. the collective rows under the shim (issue 13's goal: allreduce at
+#    >= 1 MiB, H-H/D-D >= 0.7): --tests allreduce,bcast,alltoall --sizes
+#    8,64K,1M,16M,64M, H-H and D-D, every rank's result verified, with the
+#    stats line (no pageable fallback);
+# 3. the H-H pair alone without the shim: the MPI's own host numbers, for
 #    comparing with the H-H column of 1 (which pays the shim's
 #    classification of host buffers);
-# 3. the negative control: the quick run without the shim must die of a
+# 4. the negative control: the quick run without the shim must die of a
 #    segmentation fault in MPI (device buffers reach it unchanged).
 # Prints the tables and PASS/FAIL per step; exit status 1 if a step failed
 # (the goals are reported, not asserted). docs/mpi.md#benchmark.
@@ -57,6 +61,14 @@ ok=0
     ! grep -qE "pageable fallbacks [1-9]|NOT LOADED" <<<"$out" && ok=1
 verdict $ok "mpi_bench (the table under the shim, every measurement verified, no pageable fallback)"
 summary=$(grep -E "^# goal|^#   2 x short" <<<"$out")
+
+# The options given first: the step's own --tests and --sizes win.
+run mpi_bench_collectives 400 yes "$@" --tests allreduce,bcast,alltoall --sizes 8,64K,1M,16M,64M
+ok=0
+[[ $rc -eq 0 ]] && grep -q "rank 1: PASS" <<<"$out" && grep -q "^# goal allreduce: " <<<"$out" &&
+    ! grep -qE "pageable fallbacks [1-9]|NOT LOADED" <<<"$out" && ok=1
+verdict $ok "mpi_bench_collectives (allreduce, bcast, alltoall under the shim, every result verified)"
+summary+=$'\n'$(grep -E "^# goal" <<<"$out")
 
 run mpi_bench_host_without_shim 300 no --pairs hh "$@"
 ok=0
