@@ -9,8 +9,9 @@
  *     / `use mpi` (mpi_send_, mpi_send__, mpi_send, MPI_SEND: aliases of one
  *     function) and the one of `use mpi_f08` (mpi_send_f08_), forwarding to
  *     the MPI's profiling entry points (pmpi_send_, pmpi_send_f08_); the
- *     blocking collectives instead convert their arguments and call the
- *     shim's own C wrappers (MPI_Bcast & co., shim_coll.c).
+ *     blocking and nonblocking collectives instead convert their arguments
+ *     and call the shim's own C wrappers (MPI_Bcast & co., shim_coll.c;
+ *     MPI_Ibcast & co., shim_icoll.c).
  *   SHIM_FORTRAN_F08_COMPLETION (MPICH 4.0): mpif.h and `use mpi` call MPI_*
  *     (the C wrappers see them), and so do the sends, receives and
  *     collectives of `use mpi_f08`; but its Init, Init_thread, Finalize,
@@ -1124,12 +1125,114 @@ P2P_ENTRY(mpi_alltoallw, MPI_ALLTOALLW,
                       rdispls, rtypes, comm, ierr))
 
 /*
- * Not here: the nonblocking collectives (MPI_Ibcast & co., shim_icoll.c in C).
- * Their Fortran entries would convert the same way, call the C MPI_Ix and
- * write back PMPI_Request_c2f of its request (the C wrapper records the
- * staging in the request table, which the Fortran completion calls above
- * already consult), with one more point: the converted arrays of
- * Alltoallw (and any counts converted for a non-int MPI_Fint) must live
- * until the request completes, so they would belong to the record.
+ * The nonblocking collectives (issue 13; Open MPI's call PMPI_I* too).
+ * ICOLL_ENTRY(lower, UPPER, params, args, C call): the MPI's Fortran entry
+ * point with @p args while the shim stages neither nonblocking class (icoll,
+ * reduce), else the C call (the shim's MPI_IX of shim_icoll.c, which checks
+ * the call's own class, stages, and records the staging in the request table
+ * the Fortran completion calls above consult) on the C request creq, written
+ * back as Open MPI's binding does: PMPI_Request_c2f(creq) on success. The
+ * count and displacement arrays of the v forms are the program's own (MPI_Fint
+ * is int), which MPI requires unchanged until completion: nothing to keep.
+ */
+static int f_ireq(int rc, MPI_Request creq, fint *req)
+{
+    if (rc == MPI_SUCCESS)
+        *req = PMPI_Request_c2f(creq);
+    return rc;
+}
+
+#define F_ICOLL_ACTIVE() shim_active_for(SHIM_CLASS_ICOLL | SHIM_CLASS_REDUCE)
+#define ICOLL_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                          \
+    P2P_ENTRY(lower, UPPER, PARAMS,                                              \
+              if (SHIM_LIKELY(!F_ICOLL_ACTIVE())) ((void (*) PARAMS)NEXT) ARGS;  \
+              else {                                                             \
+                  MPI_Request creq = MPI_REQUEST_NULL;                           \
+                  int rc = C_CALL;                                               \
+                  set_ierr(ierr, f_ireq(rc, creq, req));                         \
+              })
+
+ICOLL_ENTRY(mpi_ibcast, MPI_IBCAST,
+            (void *buf, fint *count, fint *dt, fint *root, fint *comm, fint *req, fint *ierr),
+            (buf, count, dt, root, comm, req, ierr),
+            MPI_Ibcast(BUF_ARG(buf), *count, F_TYPE(dt), *root, F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_ireduce, MPI_IREDUCE,
+            (void *sbuf, void *rbuf, fint *count, fint *dt, fint *op, fint *root, fint *comm,
+             fint *req, fint *ierr),
+            (sbuf, rbuf, count, dt, op, root, comm, req, ierr),
+            MPI_Ireduce(IN_PLACE_ARG(sbuf), BUF_ARG(rbuf), *count, F_TYPE(dt), F_OP(op), *root,
+                        F_COMM(comm), &creq))
+
+#define IREDUCE_ALL_PARAMS                                                             \
+    (void *sbuf, void *rbuf, fint *count, fint *dt, fint *op, fint *comm, fint *req, \
+     fint *ierr)
+#define IREDUCE_ALL_ENTRY(lower, UPPER, CALL)                                                \
+    ICOLL_ENTRY(lower, UPPER, IREDUCE_ALL_PARAMS,                                            \
+                (sbuf, rbuf, count, dt, op, comm, req, ierr),                                \
+                CALL(IN_PLACE_ARG(sbuf), BUF_ARG(rbuf), *count, F_TYPE(dt), F_OP(op),        \
+                     F_COMM(comm), &creq))
+IREDUCE_ALL_ENTRY(mpi_iallreduce, MPI_IALLREDUCE, MPI_Iallreduce)
+IREDUCE_ALL_ENTRY(mpi_iscan, MPI_ISCAN, MPI_Iscan)
+IREDUCE_ALL_ENTRY(mpi_iexscan, MPI_IEXSCAN, MPI_Iexscan)
+IREDUCE_ALL_ENTRY(mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
+                  MPI_Ireduce_scatter_block)
+ICOLL_ENTRY(mpi_ireduce_scatter, MPI_IREDUCE_SCATTER,
+            (void *sbuf, void *rbuf, fint *counts, fint *dt, fint *op, fint *comm, fint *req,
+             fint *ierr),
+            (sbuf, rbuf, counts, dt, op, comm, req, ierr),
+            MPI_Ireduce_scatter(IN_PLACE_ARG(sbuf), BUF_ARG(rbuf), counts, F_TYPE(dt),
+                                F_OP(op), F_COMM(comm), &creq))
+
+#define IGATHER_PARAMS                                                             \
+    (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcount, fint *rtype, \
+     fint *root, fint *comm, fint *req, fint *ierr)
+#define IGATHER_ARGS (sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req, ierr)
+ICOLL_ENTRY(mpi_igather, MPI_IGATHER, IGATHER_PARAMS, IGATHER_ARGS,
+            MPI_Igather(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), *rcount,
+                        F_TYPE(rtype), *root, F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_iscatter, MPI_ISCATTER, IGATHER_PARAMS, IGATHER_ARGS,
+            MPI_Iscatter(BUF_ARG(sbuf), *scount, F_TYPE(stype), IN_PLACE_ARG(rbuf), *rcount,
+                         F_TYPE(rtype), *root, F_COMM(comm), &creq))
+
+#define IALLGATHER_PARAMS                                                          \
+    (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcount, fint *rtype, \
+     fint *comm, fint *req, fint *ierr)
+#define IALLGATHER_ENTRY(lower, UPPER, CALL)                                             \
+    ICOLL_ENTRY(lower, UPPER, IALLGATHER_PARAMS,                                         \
+                (sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr),             \
+                CALL(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), *rcount, \
+                     F_TYPE(rtype), F_COMM(comm), &creq))
+IALLGATHER_ENTRY(mpi_iallgather, MPI_IALLGATHER, MPI_Iallgather)
+IALLGATHER_ENTRY(mpi_ialltoall, MPI_IALLTOALL, MPI_Ialltoall)
+
+ICOLL_ENTRY(mpi_igatherv, MPI_IGATHERV,
+            (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcounts, fint *displs,
+             fint *rtype, fint *root, fint *comm, fint *req, fint *ierr),
+            (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req, ierr),
+            MPI_Igatherv(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), rcounts,
+                         displs, F_TYPE(rtype), *root, F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_iscatterv, MPI_ISCATTERV,
+            (void *sbuf, fint *scounts, fint *displs, fint *stype, void *rbuf, fint *rcount,
+             fint *rtype, fint *root, fint *comm, fint *req, fint *ierr),
+            (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req, ierr),
+            MPI_Iscatterv(BUF_ARG(sbuf), scounts, displs, F_TYPE(stype), IN_PLACE_ARG(rbuf),
+                          *rcount, F_TYPE(rtype), *root, F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_iallgatherv, MPI_IALLGATHERV,
+            (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcounts, fint *displs,
+             fint *rtype, fint *comm, fint *req, fint *ierr),
+            (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req, ierr),
+            MPI_Iallgatherv(IN_PLACE_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), rcounts,
+                            displs, F_TYPE(rtype), F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_ialltoallv, MPI_IALLTOALLV,
+            (void *sbuf, fint *scounts, fint *sdispls, fint *stype, void *rbuf, fint *rcounts,
+             fint *rdispls, fint *rtype, fint *comm, fint *req, fint *ierr),
+            (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr),
+            MPI_Ialltoallv(IN_PLACE_ARG(sbuf), scounts, sdispls, F_TYPE(stype), BUF_ARG(rbuf),
+                           rcounts, rdispls, F_TYPE(rtype), F_COMM(comm), &creq))
+
+/*
+ * Not here: MPI_Ialltoallw, whose converted datatype arrays would have to
+ * live until the request completes (they would belong to the record), and
+ * the persistent collectives (MPI-4; refused on device memory in C).
  */
 #endif
