@@ -5,7 +5,8 @@
  * MPI_Ibcast, Igather, Iscatter, Iallgather, Ialltoall, Iallreduce, Ireduce,
  * Iscan, Iexscan, Ireduce_scatter_block and Ireduce_scatter, with buffers on
  * device 0, device 1 and the host, roots other than 0, every MPI_IN_PLACE
- * form, MPI_SUM and MPI_MAX on int and double. Many collectives are
+ * form; the reductions by every predefined op that applies on int, float and
+ * double and by a user-defined op on double. Many collectives are
  * outstanding at once and are completed in an order other than the one they
  * were started in (a different one on each rank), by every completion call:
  * Waitall, Wait, loops of Test, Testall, Testany, Testsome and
@@ -83,12 +84,12 @@ static MPI_Request *slot(struct set *S, const char *call)
 /* An MPI_IN_PLACE input: rank's elems elements of t under a vbase of its own
  * (a missing copy-in must not find the right bytes in reused staging memory).
  * The caller computes the expected result, then sets vbase back to 0. */
-static struct buf *in_place(struct set *S, int dev, size_t bytes, MPI_Datatype t, size_t elems,
-                            const char *name)
+static struct buf *in_place(struct set *S, int dev, size_t bytes, MPI_Datatype t, MPI_Op op,
+                            size_t elems, const char *name)
 {
     vbase = 50 + (in_place_calls++ % 40);
     struct buf *b = add(S, dev, bytes, name);
-    fill(want_at(b, 0), t, rank, elems);
+    fill_op(want_at(b, 0), t, op, rank, elems);
     put(b);
     return b;
 }
@@ -334,14 +335,14 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
 
     /* One send buffer, read by every call at once. */
     struct buf *s = add(S, sd, all, "sendbuf");
-    fill(want_at(s, 0), t, rank, (size_t)nranks * n);
+    fill_op(want_at(s, 0), t, op, rank, (size_t)nranks * n);
     put(s);
 
     struct buf *r = add(S, rd, bn, "MPI_Iallreduce recvbuf");
     MPI_OK(ICALL(Iallreduce, s->p, r->p, (int)n, t, op, w, slot(S, "Iallreduce")));
     reduced(want_at(r, 0), t, op, nranks, 0, n);
 
-    r = in_place(S, rd, bn, t, n, "MPI_Iallreduce in place");
+    r = in_place(S, rd, bn, t, op, n, "MPI_Iallreduce in place");
     MPI_OK(ICALL(Iallreduce, MPI_IN_PLACE, r->p, (int)n, t, op, w,
                  slot(S, "Iallreduce in place")));
     reduced(want_at(r, 0), t, op, nranks, 0, n);
@@ -356,7 +357,7 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
      * more than 2048 bytes at the root (docs/mpi.md). The others send from s. */
     r = add(S, rd, bn, "MPI_Ireduce in place recvbuf");
     if (rank == root) {
-        fill(want_at(r, 0), t, rank, nip);
+        fill_op(want_at(r, 0), t, op, rank, nip);
         put(r);
     }
     MPI_OK(ICALL(Ireduce, rank == root ? MPI_IN_PLACE : s->p, r->p, (int)nip, t, op, root, w,
@@ -368,7 +369,7 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
     MPI_OK(ICALL(Iscan, s->p, r->p, (int)n, t, op, w, slot(S, "Iscan")));
     reduced(want_at(r, 0), t, op, rank + 1, 0, n);
 
-    r = in_place(S, rd, bn, t, n, "MPI_Iscan in place");
+    r = in_place(S, rd, bn, t, op, n, "MPI_Iscan in place");
     MPI_OK(ICALL(Iscan, MPI_IN_PLACE, r->p, (int)n, t, op, w, slot(S, "Iscan in place")));
     reduced(want_at(r, 0), t, op, rank + 1, 0, n);
     vbase = 0;
@@ -379,7 +380,7 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
     if (rank > 0)
         reduced(want_at(r, 0), t, op, rank, 0, n);
 
-    r = in_place(S, rd, bn, t, n, "MPI_Iexscan in place");
+    r = in_place(S, rd, bn, t, op, n, "MPI_Iexscan in place");
     MPI_OK(ICALL(Iexscan, MPI_IN_PLACE, r->p, (int)n, t, op, w, slot(S, "Iexscan in place")));
     if (rank > 0)
         reduced(want_at(r, 0), t, op, rank, 0, n);
@@ -391,7 +392,7 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
                  slot(S, "Ireduce_scatter_block")));
     reduced(want_at(r, 0), t, op, nranks, (size_t)rank * n, n);
 
-    r = in_place(S, rd, all, t, (size_t)nranks * n, "MPI_Ireduce_scatter_block in place");
+    r = in_place(S, rd, all, t, op, (size_t)nranks * n, "MPI_Ireduce_scatter_block in place");
     MPI_OK(ICALL(Ireduce_scatter_block, MPI_IN_PLACE, r->p, (int)n, t, op, w,
                  slot(S, "Ireduce_scatter_block in place")));
     reduced(want_at(r, 0), t, op, nranks, (size_t)rank * n, n);
@@ -415,7 +416,7 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
     for (int ip = 0; ip < 2; ip++) {
         const void *sb = s->p;
         if (ip) {
-            r = in_place(S, rd, all, t, total, "MPI_Ireduce_scatter in place");
+            r = in_place(S, rd, all, t, op, total, "MPI_Ireduce_scatter in place");
             sb = MPI_IN_PLACE;
         } else {
             r = add(S, rd, all, "MPI_Ireduce_scatter recvbuf");
@@ -433,22 +434,29 @@ static void start_reductions(struct set *S, MPI_Datatype t, MPI_Op op, int sd, i
     }
 }
 
+/* Every op of red_ops on every type (coll_prog.h): MPI_SUM and MPI_MAX in
+ * every placement, each other op in one, the next each time (three of the
+ * five device to device); the completion methods in turn. */
 static void test_reductions(void)
 {
-    MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE};
-    MPI_Op ops[] = {MPI_SUM, MPI_MAX};
     struct set S = {0};
     char what[64];
-    int k = 0;
-    for (size_t p = 0; p < NPLACES; p++)
-        for (int ti = 0; ti < 2; ti++)
-            for (int oi = 0; oi < 2; oi++, k++) {
-                int method = k % NMETHODS;
-                start_reductions(&S, types[ti], ops[oi], dev_of(p, 0), dev_of(p, 1));
+    int k = 0, j = 0;
+    for (int ti = 0; ti < NRED_TYPES; ti++) {
+        MPI_Datatype t = red_types[ti];
+        MPI_Op ops[10];
+        int nops = red_ops(t, ops);
+        for (int oi = 0; oi < nops; oi++, j += oi > 2)
+            for (size_t p = 0; p < NPLACES; p++) {
+                if (oi >= 2 && p != (size_t)j % NPLACES)
+                    continue;
+                int method = k++ % NMETHODS;
+                start_reductions(&S, t, ops[oi], dev_of(p, 0), dev_of(p, 1));
                 complete(&S, method);
-                snprintf(what, sizeof what, "%s %s", tname(types[ti]), oname(ops[oi]));
+                snprintf(what, sizeof what, "%s %s", tname(t), oname(ops[oi]));
                 check_set(&S, method, what);
             }
+    }
 }
 
 /* ---- the v forms -------------------------------------------------------------------- */
