@@ -291,18 +291,21 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     drop(&r);
 }
 
-/* Every op of red_ops on every type: MPI_SUM and MPI_MAX in every placement,
- * each other op in two, in turn (one of device to device, one with host). */
+/* Every op of red_ops on every type, in the placements red_everywhere says. */
 static void test_reductions(void)
 {
-    int k = 0;
+    int j = 0;
     for (int ti = 0; ti < NRED_TYPES; ti++) {
+        MPI_Datatype t = red_types[ti];
         MPI_Op ops[10];
-        int nops = red_ops(red_types[ti], ops);
-        for (int oi = 0; oi < nops; oi++, k += oi > 2)
+        int nops = red_ops(t, ops);
+        for (int oi = 0; oi < nops; oi++) {
+            int all = red_everywhere(t, oi);
             for (size_t p = 0; p < NPLACES; p++)
-                if (oi < 2 || p == (size_t)k % 3 || p == 3 + (size_t)k % 2)
-                    one_reduction(red_types[ti], ops[oi], SDEV(p), RDEV(p));
+                if (all || p == (size_t)j % NPLACES)
+                    one_reduction(t, ops[oi], SDEV(p), RDEV(p));
+            j += !all;
+        }
     }
 }
 
@@ -545,29 +548,6 @@ static void test_alltoallv(void)
             drop(&s);
             drop(&r);
         }
-}
-
-/* Alltoallw: the pair a -> b uses int, double or a contiguous type of three
- * ints (a dense derived type) by (a + b) % 3, byte displacements with gaps
- * of odd sizes; the data is a byte pattern of the pair. */
-static MPI_Datatype tri;
-
-static MPI_Datatype w_type(int a, int b)
-{
-    int k = (a + b) % 3;
-    return k == 0 ? MPI_INT : k == 1 ? MPI_DOUBLE : tri;
-}
-
-static size_t w_size(int a, int b)
-{
-    int k = (a + b) % 3;
-    return k == 0 ? sizeof(int) : k == 1 ? sizeof(double) : 3 * sizeof(int);
-}
-
-static void w_fill(unsigned char *dst, int a, int b, int salt, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = (unsigned char)(a * 31 + b * 17 + (int)i * 13 + salt);
 }
 
 static void test_alltoallw(void)

@@ -299,6 +299,14 @@ static inline int red_ops(MPI_Datatype t, MPI_Op ops[10])
     return n;
 }
 
+/* 1 when op number @p oi of red_ops(t) runs in every placement: MPI_SUM and
+ * MPI_MAX on int and double; every other (type, op) runs in one, the next
+ * placement each time (run time). */
+static inline int red_everywhere(MPI_Datatype t, int oi)
+{
+    return t != MPI_FLOAT && oi < 2;
+}
+
 static inline const char *oname(MPI_Op op)
 {
     return op == MPI_SUM    ? "sum"
@@ -364,6 +372,29 @@ static inline void vlay_place(struct vlay *l, const size_t unit[], int rev)
     for (int q = 0; q < nranks; q++)                                                       \
     fill(want_at(b, (size_t)(L).displs[q] * sizeof(int)), MPI_INT, (seed_of_q),            \
          (size_t)(L).counts[q])
+
+/* Alltoallw: the pair a -> b uses int, double or a contiguous type of three
+ * ints (a dense derived type) by (a + b) % 3, byte displacements with gaps
+ * of odd sizes; the data is a byte pattern of the pair. */
+static MPI_Datatype tri COLL_PROG_UNUSED; /* made and freed by each test */
+
+static inline MPI_Datatype w_type(int a, int b)
+{
+    int k = (a + b) % 3;
+    return k == 0 ? MPI_INT : k == 1 ? MPI_DOUBLE : tri;
+}
+
+static inline size_t w_size(int a, int b)
+{
+    int k = (a + b) % 3;
+    return k == 0 ? sizeof(int) : k == 1 ? sizeof(double) : 3 * sizeof(int);
+}
+
+static inline void w_fill(unsigned char *dst, int a, int b, int salt, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (unsigned char)(a * 31 + b * 17 + (int)i * 13 + salt);
+}
 
 static unsigned canary_seed COLL_PROG_UNUSED;
 
