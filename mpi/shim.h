@@ -525,6 +525,28 @@ void shim_coll_release(struct shim_coll *c);
                                                rdispls, rtype, comm XA()));                     \
     }
 
+/* Alltoallw: displacements in bytes, a datatype per peer (the arrays go to
+ * PMPI as they are: the user keeps them valid until a nonblocking call
+ * completes; the blocks to copy back are computed at the call). Not in the
+ * V family: shim_coll.c writes the blocking MPI_Alltoallw itself. */
+#define SHIM_COLL_ALLTOALLW(NM, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                          \
+    SHIM_EXPORT int SHIM_COLL_MPI(NM, Alltoallw, alltoallw, MID, SFX)(                          \
+        const void *sendbuf, const COUNT_T scounts[], const DISP_T sdispls[],                   \
+        const MPI_Datatype stypes[], void *recvbuf, const COUNT_T rcounts[],                    \
+        const DISP_T rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm XP())                \
+    {                                                                                           \
+        RUN(MOVE,                                                                               \
+            shim_coll_alltoallw(&c, SHIM_COLL_NAME(NM, Alltoallw, alltoallw, MID, SFX), sendbuf, \
+                                SHIM_ARRAY(scounts), SHIM_ARRAY(sdispls), stypes, recvbuf,      \
+                                SHIM_ARRAY(rcounts), SHIM_ARRAY(rdispls), rtypes, comm),        \
+            SHIM_COLL_PMPI(NM, Alltoallw, alltoallw, MID, SFX)(sendbuf, scounts, sdispls,       \
+                                                               stypes, recvbuf, rcounts,        \
+                                                               rdispls, rtypes, comm XA()),     \
+            SHIM_COLL_PMPI(NM, Alltoallw, alltoallw, MID, SFX)(                                 \
+                SHIM_COLL_ARG(0, sendbuf), scounts, sdispls, stypes, SHIM_COLL_ARG(1, recvbuf), \
+                rcounts, rdispls, rtypes, comm XA()));                                          \
+    }
+
 /* ---- pool ------------------------------------------------------------------ */
 
 void shim_pool_configure(size_t cap_bytes);

@@ -2,9 +2,9 @@
 /*
  * Nonblocking collectives (issue 13): MPI_Ibcast, Ireduce, Iallreduce,
  * Ireduce_scatter_block, Ireduce_scatter, Iscan, Iexscan, Igather, Iscatter,
- * Iallgather, Ialltoall, Igatherv, Iscatterv, Iallgatherv and Ialltoallv, and
- * their large-count MPI_IX_c forms on an MPI-4
- * library; on an MPI-4 library also the persistent collectives of the same
+ * Iallgather, Ialltoall, Igatherv, Iscatterv, Iallgatherv, Ialltoallv and
+ * Ialltoallw, and their large-count MPI_IX_c forms on an MPI-4 library; on
+ * an MPI-4 library also the persistent collectives of the same
  * list (MPI_Bcast_init & co.), which refuse device buffers.
  *
  * Each stages exactly what its blocking form stages (the shim_coll_*
@@ -37,15 +37,18 @@
 #define ICOLL_XP() , MPI_Request *req
 #define ICOLL_XA() , req
 
-/* The v forms' counts and displacements are read at the call (MPI forbids
- * changing them before completion): the blocks to copy back are kept in the
- * record. */
+/* The v and w forms' counts, displacements (and Ialltoallw's datatypes) are
+ * read at the call (MPI forbids changing them before completion): the blocks
+ * to copy back are kept in the record; PMPI gets the user's arrays, which
+ * stay the user's. */
 SHIM_COLL_FAMILY(ICOLL_NM, , , int, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
 SHIM_COLL_V_FAMILY(ICOLL_NM, , , int, int, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
+SHIM_COLL_ALLTOALLW(ICOLL_NM, , , int, int, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
 
 #if SHIM_LARGE_COUNT
 SHIM_COLL_FAMILY(ICOLL_NM, , _c, MPI_Count, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
 SHIM_COLL_V_FAMILY(ICOLL_NM, , _c, MPI_Count, MPI_Aint, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
+SHIM_COLL_ALLTOALLW(ICOLL_NM, , _c, MPI_Count, MPI_Aint, ICOLL_RUN, ICOLL_XP, ICOLL_XA)
 
 /*
  * Persistent collectives (MPI-4: MPI_Bcast_init & co.): a device buffer is

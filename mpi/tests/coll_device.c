@@ -9,7 +9,8 @@
  * compared with what the standard says it holds (results where MPI writes,
  * the old bytes everywhere else). Buffers mix device 0, device 1 and host
  * memory; rooted calls use a root other than 0; MPI_IN_PLACE wherever the
- * standard allows it; reductions MPI_SUM and MPI_MAX on int and double.
+ * standard allows it; reductions by every predefined op that applies on int,
+ * float and double and by a user-defined op (MPI_Op_create) on double.
  *
  * The v and w calls (Gatherv, Scatterv, Allgatherv, Alltoallv, Alltoallw,
  * and their _c forms on an MPI-4 library; "v" runs them alone, at up to 16
@@ -159,6 +160,10 @@ static void test_allgather_alltoall(void)
     }
 }
 
+/* The send placement of p (device or host), the receive one. */
+#define SDEV(p) (places[p][0] == HOST ? HOST : places[p][0] % ndev)
+#define RDEV(p) (places[p][1] == HOST ? HOST : places[p][1] % ndev)
+
 /* ---- reductions -------------------------------------------------------------------- */
 
 static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
@@ -167,7 +172,7 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     int root = nranks - 1;
     char what[96];
     struct buf s = mk(sd, (size_t)nranks * bn), r = mk(rd, (size_t)nranks * bn);
-    fill(want_at(&s, 0), t, rank, (size_t)nranks * n);
+    fill_op(want_at(&s, 0), t, op, rank, (size_t)nranks * n);
     put(&s);
 
 #define WHAT(name) (snprintf(what, sizeof what, "%s %s %s", name, tname(t), oname(op)), what)
@@ -181,7 +186,7 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     do {                                                             \
         vbase = 50 + (in_place_calls++ % 40); /* new each time */   \
         memset(r.want, OLD, (size_t)nranks * bn + 2 * GUARD);        \
-        fill(want_at(&r, 0), t, rank, elems);                        \
+        fill_op(want_at(&r, 0), t, op, rank, elems);                        \
         put(&r);                                                     \
     } while (0)
 
@@ -206,7 +211,7 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     size_t nip = 250;
     RESET_R(); /* vbase 0: the other ranks send from s */
     if (rank == root) {
-        fill(want_at(&r, 0), t, rank, nip);
+        fill_op(want_at(&r, 0), t, op, rank, nip);
         put(&r);
     }
     MPI_OK(MPI_Reduce(rank == root ? MPI_IN_PLACE : s.p, r.p, (int)nip, t, op, root,
@@ -272,32 +277,11 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     vbase = 0;
     /* Reduce_local: inoutbuf = in op inoutbuf (rank 0 and this rank's data). */
     memset(r.want, OLD, (size_t)nranks * bn + 2 * GUARD);
-    fill(want_at(&r, 0), t, 0, n);
+    fill_op(want_at(&r, 0), t, op, 0, n);
     put(&r);
     MPI_OK(MPI_Reduce_local(s.p, r.p, (int)n, t, op));
-    {
-        char *a = malloc(bn), *b = malloc(bn);
-        fill(a, t, 0, n);
-        fill(b, t, rank, n);
-        for (size_t i = 0; i < n; i++) {
-            char *dst = (char *)want_at(&r, i * es);
-            if (t == MPI_INT) {
-                int x, y;
-                memcpy(&x, a + i * es, es);
-                memcpy(&y, b + i * es, es);
-                x = op == MPI_SUM ? x + y : (x > y ? x : y);
-                memcpy(dst, &x, es);
-            } else {
-                double x, y;
-                memcpy(&x, a + i * es, es);
-                memcpy(&y, b + i * es, es);
-                x = op == MPI_SUM ? x + y : (x > y ? x : y);
-                memcpy(dst, &x, es);
-            }
-        }
-        free(a);
-        free(b);
-    }
+    for (size_t i = 0; i < n; i++)
+        put_elem(want_at(&r, i * es), t, combine(t, op, elem(t, op, rank, i), elem(t, op, 0, i)));
     verify(&r, WHAT("MPI_Reduce_local"));
     verify(&s, WHAT("sendbuf after the reductions"));
 #undef WHAT
@@ -307,16 +291,22 @@ static void one_reduction(MPI_Datatype t, MPI_Op op, int sd, int rd)
     drop(&r);
 }
 
+/* Every op of red_ops on every type, in the placements red_everywhere says. */
 static void test_reductions(void)
 {
-    MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE};
-    MPI_Op ops[] = {MPI_SUM, MPI_MAX};
-    for (size_t p = 0; p < NPLACES; p++)
-        for (int ti = 0; ti < 2; ti++)
-            for (int oi = 0; oi < 2; oi++)
-                one_reduction(types[ti], ops[oi],
-                              places[p][0] == HOST ? HOST : places[p][0] % ndev,
-                              places[p][1] == HOST ? HOST : places[p][1] % ndev);
+    int j = 0;
+    for (int ti = 0; ti < NRED_TYPES; ti++) {
+        MPI_Datatype t = red_types[ti];
+        MPI_Op ops[10];
+        int nops = red_ops(t, ops);
+        for (int oi = 0; oi < nops; oi++) {
+            int all = red_everywhere(t, oi);
+            for (size_t p = 0; p < NPLACES; p++)
+                if (all || p == (size_t)j % NPLACES)
+                    one_reduction(t, ops[oi], SDEV(p), RDEV(p));
+            j += !all;
+        }
+    }
 }
 
 /* ---- the v and w collectives ------------------------------------------------------- */
@@ -416,10 +406,6 @@ static int alltoallw(int lc, const void *s, const struct vlay *sl, const MPI_Dat
 #else
 #define LC_FORMS 1
 #endif
-
-/* The send placement of p (device or host), the receive one. */
-#define SDEV(p) (places[p][0] == HOST ? HOST : places[p][0] % ndev)
-#define RDEV(p) (places[p][1] == HOST ? HOST : places[p][1] % ndev)
 
 static void test_gatherv(void)
 {
@@ -562,29 +548,6 @@ static void test_alltoallv(void)
             drop(&s);
             drop(&r);
         }
-}
-
-/* Alltoallw: the pair a -> b uses int, double or a contiguous type of three
- * ints (a dense derived type) by (a + b) % 3, byte displacements with gaps
- * of odd sizes; the data is a byte pattern of the pair. */
-static MPI_Datatype tri;
-
-static MPI_Datatype w_type(int a, int b)
-{
-    int k = (a + b) % 3;
-    return k == 0 ? MPI_INT : k == 1 ? MPI_DOUBLE : tri;
-}
-
-static size_t w_size(int a, int b)
-{
-    int k = (a + b) % 3;
-    return k == 0 ? sizeof(int) : k == 1 ? sizeof(double) : 3 * sizeof(int);
-}
-
-static void w_fill(unsigned char *dst, int a, int b, int salt, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = (unsigned char)(a * 31 + b * 17 + (int)i * 13 + salt);
 }
 
 static void test_alltoallw(void)

@@ -148,21 +148,107 @@ static inline double dval(int r, size_t i)
 
 static inline size_t esize(MPI_Datatype t)
 {
-    return t == MPI_INT ? sizeof(int) : sizeof(double);
+    return t == MPI_INT ? sizeof(int) : t == MPI_FLOAT ? sizeof(float) : sizeof(double);
 }
 
-/* Write rank r's n elements of type t at dst. */
+/* The user-defined op of the reduction tests (MPI_Op_create, commutative, on
+ * doubles): of two values the one of larger magnitude, the larger of two of
+ * one magnitude (a maximum in a total order: any order of application gives
+ * the same bits). MPI_OP_NULL until a test creates it. */
+static MPI_Op absmax_op COLL_PROG_UNUSED = MPI_OP_NULL;
+
+static inline double absmax(double a, double b)
+{
+    double fa = a < 0 ? -a : a, fb = b < 0 ? -b : b;
+    return fa > fb || (fa == fb && a > b) ? a : b;
+}
+
+static void COLL_PROG_UNUSED absmax_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < *len; i++) {
+        double a, b;
+        memcpy(&a, (char *)in + i * sizeof a, sizeof a);
+        memcpy(&b, (char *)inout + i * sizeof b, sizeof b);
+        b = absmax(a, b);
+        memcpy((char *)inout + i * sizeof b, &b, sizeof b);
+    }
+}
+
+/* Element i of rank r's contribution to a reduction by @p op on type t (as a
+ * double: every value is exact in t, and so is every result): ival/dval for
+ * the sums, extremes, bitwise ops and the user op; for MPI_PROD factors of
+ * +-1, +-2 and 3 (int) or 0.5 (float, double); for the logical ops 0 to 4.
+ * A vbase other than 0 shifts the short patterns too. */
+static inline double elem(MPI_Datatype t, MPI_Op op, int r, size_t i)
+{
+    static const double iprod[5] = {1, -1, 2, -2, 3}, fprod[5] = {1, -1, 2, -2, 0.5};
+    size_t k = (i * 3 + (size_t)r * 2 + (size_t)(vbase ? 1 + vbase % 4 : 0)) % 5;
+    if (op == MPI_PROD)
+        return t == MPI_INT ? iprod[k] : fprod[k];
+    if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR)
+        return (double)k;
+    return t == MPI_INT ? ival(r, i) : t == MPI_FLOAT ? (float)dval(r, i) : dval(r, i);
+}
+
+/* Store v as an element of type t at dst. */
+static inline void put_elem(void *dst, MPI_Datatype t, double v)
+{
+    if (t == MPI_INT) {
+        int x = (int)v;
+        memcpy(dst, &x, sizeof x);
+    } else if (t == MPI_FLOAT) {
+        float x = (float)v;
+        memcpy(dst, &x, sizeof x);
+    } else {
+        memcpy(dst, &v, sizeof v);
+    }
+}
+
+/* a op b, computed in type t (ints: the bitwise ops on their bits, the
+ * logical ones give 0 or 1, as MPI does). */
+static inline double combine(MPI_Datatype t, MPI_Op op, double a, double b)
+{
+    if (t == MPI_INT) {
+        int x = (int)a, y = (int)b;
+        int v = op == MPI_SUM    ? x + y
+                : op == MPI_PROD ? x * y
+                : op == MPI_MAX  ? (x > y ? x : y)
+                : op == MPI_MIN  ? (x < y ? x : y)
+                : op == MPI_LAND ? (x && y)
+                : op == MPI_LOR  ? (x || y)
+                : op == MPI_LXOR ? (!x != !y)
+                : op == MPI_BAND ? (x & y)
+                : op == MPI_BOR  ? (x | y)
+                                 : (x ^ y);
+        return v;
+    }
+    if (op == absmax_op)
+        return absmax(a, b);
+    if (t == MPI_FLOAT) {
+        float x = (float)a, y = (float)b;
+        return op == MPI_SUM    ? x + y
+               : op == MPI_PROD ? x * y
+               : op == MPI_MAX  ? (x > y ? x : y)
+                                : (x < y ? x : y);
+    }
+    return op == MPI_SUM    ? a + b
+           : op == MPI_PROD ? a * b
+           : op == MPI_MAX  ? (a > b ? a : b)
+                            : (a < b ? a : b);
+}
+
+/* Write rank r's n elements of a reduction by op on type t at dst. */
+static inline void fill_op(void *dst, MPI_Datatype t, MPI_Op op, int r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        put_elem((char *)dst + i * esize(t), t, elem(t, op, r, i));
+}
+
+/* Write rank r's n elements of type t (int or double) at dst. */
 static inline void fill(void *dst, MPI_Datatype t, int r, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (t == MPI_INT) {
-            int v = ival(r, i);
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        } else {
-            double v = dval(r, i);
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        }
-    }
+    fill_op(dst, t, MPI_SUM, r, n);
 }
 
 /* The reduction (op) over ranks [0, upto) of element i (offset: elements of
@@ -170,19 +256,10 @@ static inline void fill(void *dst, MPI_Datatype t, int r, size_t n)
 static inline void reduced(void *dst, MPI_Datatype t, MPI_Op op, int upto, size_t off, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (t == MPI_INT) {
-            int v = ival(0, off + i);
-            for (int r = 1; r < upto; r++)
-                v = op == MPI_SUM ? v + ival(r, off + i)
-                                  : (v > ival(r, off + i) ? v : ival(r, off + i));
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        } else {
-            double v = dval(0, off + i);
-            for (int r = 1; r < upto; r++)
-                v = op == MPI_SUM ? v + dval(r, off + i)
-                                  : (v > dval(r, off + i) ? v : dval(r, off + i));
-            memcpy((char *)dst + i * sizeof v, &v, sizeof v);
-        }
+        double v = elem(t, op, 0, off + i);
+        for (int r = 1; r < upto; r++)
+            v = combine(t, op, v, elem(t, op, r, off + i));
+        put_elem((char *)dst + i * esize(t), t, v);
     }
 }
 
@@ -192,12 +269,57 @@ static const int places[][2] COLL_PROG_UNUSED = {{0, 1}, {1, 0}, {1, 1}, {HOST, 
 
 static inline const char *tname(MPI_Datatype t)
 {
-    return t == MPI_INT ? "int" : "double";
+    return t == MPI_INT ? "int" : t == MPI_FLOAT ? "float" : "double";
+}
+
+/* The reductions the tests run: the predefined ops that apply to each type
+ * (the logical and bitwise ones to int only) and absmax_op on double. */
+static const MPI_Datatype red_types[] COLL_PROG_UNUSED = {MPI_INT, MPI_FLOAT, MPI_DOUBLE};
+#define NRED_TYPES 3
+
+static inline int red_ops(MPI_Datatype t, MPI_Op ops[10])
+{
+    int n = 0;
+    ops[n++] = MPI_SUM;
+    ops[n++] = MPI_MAX;
+    ops[n++] = MPI_PROD;
+    ops[n++] = MPI_MIN;
+    if (t == MPI_INT) {
+        ops[n++] = MPI_LAND;
+        ops[n++] = MPI_LOR;
+        ops[n++] = MPI_LXOR;
+        ops[n++] = MPI_BAND;
+        ops[n++] = MPI_BOR;
+        ops[n++] = MPI_BXOR;
+    } else if (t == MPI_DOUBLE) {
+        if (absmax_op == MPI_OP_NULL)
+            MPI_OK(MPI_Op_create(absmax_fn, 1, &absmax_op));
+        ops[n++] = absmax_op;
+    }
+    return n;
+}
+
+/* 1 when op number @p oi of red_ops(t) runs in every placement: MPI_SUM and
+ * MPI_MAX on int and double; every other (type, op) runs in one, the next
+ * placement each time (run time). */
+static inline int red_everywhere(MPI_Datatype t, int oi)
+{
+    return t != MPI_FLOAT && oi < 2;
 }
 
 static inline const char *oname(MPI_Op op)
 {
-    return op == MPI_SUM ? "sum" : "max";
+    return op == MPI_SUM    ? "sum"
+           : op == MPI_MAX  ? "max"
+           : op == MPI_PROD ? "prod"
+           : op == MPI_MIN  ? "min"
+           : op == MPI_LAND ? "land"
+           : op == MPI_LOR  ? "lor"
+           : op == MPI_LXOR ? "lxor"
+           : op == MPI_BAND ? "band"
+           : op == MPI_BOR  ? "bor"
+           : op == MPI_BXOR ? "bxor"
+                            : "user op absmax";
 }
 
 /* ---- the v and w forms: blocks of a buffer ------------------------------------------ */
@@ -250,6 +372,29 @@ static inline void vlay_place(struct vlay *l, const size_t unit[], int rev)
     for (int q = 0; q < nranks; q++)                                                       \
     fill(want_at(b, (size_t)(L).displs[q] * sizeof(int)), MPI_INT, (seed_of_q),            \
          (size_t)(L).counts[q])
+
+/* Alltoallw: the pair a -> b uses int, double or a contiguous type of three
+ * ints (a dense derived type) by (a + b) % 3, byte displacements with gaps
+ * of odd sizes; the data is a byte pattern of the pair. */
+static MPI_Datatype tri COLL_PROG_UNUSED; /* made and freed by each test */
+
+static inline MPI_Datatype w_type(int a, int b)
+{
+    int k = (a + b) % 3;
+    return k == 0 ? MPI_INT : k == 1 ? MPI_DOUBLE : tri;
+}
+
+static inline size_t w_size(int a, int b)
+{
+    int k = (a + b) % 3;
+    return k == 0 ? sizeof(int) : k == 1 ? sizeof(double) : 3 * sizeof(int);
+}
+
+static inline void w_fill(unsigned char *dst, int a, int b, int salt, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (unsigned char)(a * 31 + b * 17 + (int)i * 13 + salt);
+}
 
 static unsigned canary_seed COLL_PROG_UNUSED;
 
