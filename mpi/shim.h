@@ -528,7 +528,8 @@ void shim_coll_release(struct shim_coll *c);
 /* Alltoallw: displacements in bytes, a datatype per peer (the arrays go to
  * PMPI as they are: the user keeps them valid until a nonblocking call
  * completes; the blocks to copy back are computed at the call). Not in the
- * V family: shim_coll.c writes the blocking MPI_Alltoallw itself. */
+ * V family (no datatype per peer there); the blocking and the nonblocking
+ * wrappers both come from it. */
 #define SHIM_COLL_ALLTOALLW(NM, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                          \
     SHIM_EXPORT int SHIM_COLL_MPI(NM, Alltoallw, alltoallw, MID, SFX)(                          \
         const void *sendbuf, const COUNT_T scounts[], const DISP_T sdispls[],                   \

@@ -659,34 +659,16 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
                                         count, dt, op));                                          \
     }
 
-/* Alltoallw has no nonblocking form yet (shim_coll_alltoallw is ready for one). */
-#define ALLTOALLW_WRAPPER(SFX, COUNT_T, DISP_T)                                                  \
-    SHIM_EXPORT int MPI_Alltoallw##SFX(const void *sendbuf, const COUNT_T scounts[],             \
-                                       const DISP_T sdispls[], const MPI_Datatype stypes[],      \
-                                       void *recvbuf, const COUNT_T rcounts[],                   \
-                                       const DISP_T rdispls[], const MPI_Datatype rtypes[],      \
-                                       MPI_Comm comm)                                            \
-    {                                                                                            \
-        COLL_RUN(MOVE,                                                                           \
-                 shim_coll_alltoallw(&c, "MPI_Alltoallw" #SFX, sendbuf, SHIM_ARRAY(scounts),     \
-                                     SHIM_ARRAY(sdispls), stypes, recvbuf, SHIM_ARRAY(rcounts),  \
-                                     SHIM_ARRAY(rdispls), rtypes, comm),                         \
-                 PMPI_Alltoallw##SFX(sendbuf, scounts, sdispls, stypes, recvbuf, rcounts,        \
-                                     rdispls, rtypes, comm),                                     \
-                 PMPI_Alltoallw##SFX(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls, stypes,        \
-                                     SHIM_COLL_ARG(1, recvbuf), rcounts, rdispls, rtypes, comm)); \
-    }
-
 #define COLL_NM(UPPER, LOWER) UPPER
 
 SHIM_COLL_FAMILY(COLL_NM, , , int, COLL_RUN, SHIM_NONE, SHIM_NONE)
 SHIM_COLL_V_FAMILY(COLL_NM, , , int, int, COLL_RUN, SHIM_NONE, SHIM_NONE)
 REDUCE_LOCAL_WRAPPER(, int)
-ALLTOALLW_WRAPPER(, int, int)
+SHIM_COLL_ALLTOALLW(COLL_NM, , , int, int, COLL_RUN, SHIM_NONE, SHIM_NONE)
 
 #if SHIM_LARGE_COUNT
 SHIM_COLL_FAMILY(COLL_NM, , _c, MPI_Count, COLL_RUN, SHIM_NONE, SHIM_NONE)
 SHIM_COLL_V_FAMILY(COLL_NM, , _c, MPI_Count, MPI_Aint, COLL_RUN, SHIM_NONE, SHIM_NONE)
 REDUCE_LOCAL_WRAPPER(_c, MPI_Count)
-ALLTOALLW_WRAPPER(_c, MPI_Count, MPI_Aint)
+SHIM_COLL_ALLTOALLW(COLL_NM, , _c, MPI_Count, MPI_Aint, COLL_RUN, SHIM_NONE, SHIM_NONE)
 #endif
