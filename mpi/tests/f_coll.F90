@@ -374,7 +374,7 @@ program f_coll
   ! 16. Alltoallv: rank r sends mod(r + j, 3) + 1 elements (pattern 100 r + j)
   ! to rank j, blocks in rank order with a gap of 1; receives them in reverse
   ! order with a gap of 2. In place: the receive layout for both.
-  call alayout()
+  call alayout(cnt, dsp, rcnt, rdsp)
   hi = CANARY
   do j = 0, np - 1
     call pat(hi(dsp(j) + 1:), cnt(j), 100 * rank + j)
@@ -495,129 +495,7 @@ contains
     call ft_check(ok, trim(who) // " " // what)
   end subroutine check
 
-  !> Element i of rank (or seed) s's INTEGER pattern.
-  integer function val(s, i)
-    integer, intent(in) :: s, i
-    val = 1000 * s + i
-  end function val
-
-  subroutine pat(v, count, s)
-    integer, intent(inout) :: v(:)
-    integer, intent(in) :: count, s
-    integer :: k2
-    do k2 = 1, count
-      v(k2) = val(s, k2)
-    end do
-  end subroutine pat
-
-  !> The sum of the patterns of ranks 0 .. last (default np - 1).
-  subroutine sum_pat(v, count, last)
-    integer, intent(inout) :: v(:)
-    integer, intent(in) :: count
-    integer, intent(in), optional :: last
-    integer :: k2, s, l
-    l = np - 1
-    if (present(last)) l = last
-    do k2 = 1, count
-      v(k2) = 0
-      do s = 0, l
-        v(k2) = v(k2) + val(s, k2)
-      end do
-    end do
-  end subroutine sum_pat
-
-  !> Allgather's result: block r (K elements) is rank r's pattern; canaries after.
-  subroutine blocks(v, count)
-    integer, intent(inout) :: v(:)
-    integer, intent(in) :: count
-    integer :: s
-    v = CANARY
-    do s = 0, np - 1
-      call pat(v(s * count + 1:), count, s)
-    end do
-  end subroutine blocks
-
-  subroutine patd(v, count, s)
-    double precision, intent(inout) :: v(:)
-    integer, intent(in) :: count, s
-    integer :: k2
-    do k2 = 1, count
-      v(k2) = s + 0.25d0 * k2
-    end do
-  end subroutine patd
-
-  !> A DOUBLE PRECISION pattern whose maximum comes from a different rank
-  !> element by element.
-  subroutine maxd(v, count, s)
-    double precision, intent(inout) :: v(:)
-    integer, intent(in) :: count, s
-    integer :: k2
-    do k2 = 1, count
-      v(k2) = mod(s + k2, np) * 1.5d0 - 0.125d0 * k2
-    end do
-  end subroutine maxd
-
-  !> The maximum of maxd over ranks 0 .. last (default np - 1).
-  subroutine maxd_all(v, count, last)
-    double precision, intent(inout) :: v(:)
-    integer, intent(in) :: count
-    integer, intent(in), optional :: last
-    double precision :: w(NMAX)
-    integer :: s, l
-    l = np - 1
-    if (present(last)) l = last
-    call maxd(v, count, 0)
-    do s = 1, l
-      call maxd(w, count, s)
-      v(1:count) = max(v(1:count), w(1:count))
-    end do
-  end subroutine maxd_all
-
-  !> The v layout: cnt(j) = mod(j + 2, 4) (2, 3, 0, 1, ...), blocks in
-  !> reverse rank order, 2 elements of gap after each.
-  subroutine vlayout()
-    integer :: s, at
-    at = 0
-    do s = np - 1, 0, -1
-      cnt(s) = mod(s + 2, 4)
-      dsp(s) = at
-      at = at + cnt(s) + 2
-    end do
-  end subroutine vlayout
-
-  !> Every rank's block of the v layout holds its pattern; gaps canaries.
-  subroutine vblocks(v)
-    integer, intent(inout) :: v(:)
-    integer :: s
-    v = CANARY
-    do s = 0, np - 1
-      call pat(v(dsp(s) + 1:), cnt(s), s)
-    end do
-  end subroutine vblocks
-
-  !> Alltoallv's layout on this rank: sends (cnt, dsp) in rank order with a
-  !> gap of 1, receives (rcnt, rdsp) in reverse order with a gap of 2.
-  subroutine alayout()
-    integer :: s, at
-    at = 0
-    do s = 0, np - 1
-      cnt(s) = mod(rank + s, 3) + 1
-      dsp(s) = at
-      at = at + cnt(s) + 1
-    end do
-    at = 0
-    do s = np - 1, 0, -1
-      rcnt(s) = mod(s + rank, 3) + 1
-      rdsp(s) = at
-      at = at + rcnt(s) + 2
-    end do
-  end subroutine alayout
-
-  function canaries(count) result(v)
-    integer, intent(in) :: count
-    integer :: v(count)
-    v = CANARY
-  end function canaries
+  include 'f_coll_data.inc'
 
   !> All NMAX INTEGERs of v to the device buffer at addr (device 0 for as,
   !> g1 for ar). Also sets ierr to -1: a wrapper that does not write the
