@@ -581,6 +581,7 @@ struct shim_rec {
     size_t out[2];        /* a collective: bytes of buf, buf2 MPI writes (0: none) */
     struct shim_piece *pieces[2]; /* a v collective: what MPI writes, block by block */
     int npieces[2];
+    void *owned; /* memory MPI reads until completion, freed with the record (shim_rec_keep) */
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in
@@ -596,6 +597,13 @@ int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
  * staging memory is released. Without memory for the record, the request is
  * completed here, as shim_rec_add does. */
 int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c);
+
+/* Keep @p mem (malloc'd), which MPI reads until request *req completes,
+ * alive until then: it is freed with the request's record, made for it if
+ * the request has none. Without memory for a record, the request is
+ * completed here (PMPI_Wait: the call became blocking), @p mem freed and
+ * *req is MPI_REQUEST_NULL. Returns MPI_SUCCESS or an error code. */
+int shim_rec_keep(MPI_Request *req, MPI_Comm comm, const char *call, void *mem);
 
 /* Record a persistent request (*_init) just made on staging memory. Without
  * memory for the record, the request is freed and an error returned. */

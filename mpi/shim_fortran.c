@@ -842,28 +842,40 @@ _Static_assert(sizeof(fint) == sizeof(int),
 
 typedef void (*f_alltoallw_fn)(void *, fint *, fint *, fint *, void *, fint *, fint *, fint *,
                                fint *, fint *);
+typedef void (*f_ialltoallw_fn)(void *, fint *, fint *, fint *, void *, fint *, fint *, fint *,
+                                fint *, fint *, fint *);
 
-/* Alltoallw: the datatype arrays (one per peer: the remote group's size on an
- * intercommunicator) converted to C; the send types are not significant
- * with MPI_IN_PLACE and are not read then. */
-static void f_alltoallw(f_alltoallw_fn fn, void *sbuf, fint *scounts, fint *sdispls,
-                        fint *stypes, void *rbuf, fint *rcounts, fint *rdispls, fint *rtypes,
-                        fint *comm, fint *ierr)
+/* Alltoallw (@p req NULL) and Ialltoallw: the datatype arrays (one per peer:
+ * the remote group's size on an intercommunicator) converted to C; the send
+ * types are not significant with MPI_IN_PLACE and are not read then. The
+ * blocking call frees them when it returns; Ialltoallw's belong to the
+ * request's record until it completes (shim_rec_keep): Open MPI 4.1 reads
+ * the arrays it was given until then (freeing them at the call crashes its
+ * MPI_Test, measured with Open MPI 4.1.4). */
+static void f_alltoallw(void *fn, void *sbuf, fint *scounts, fint *sdispls, fint *stypes,
+                        void *rbuf, fint *rcounts, fint *rdispls, fint *rtypes, fint *comm,
+                        fint *req, fint *ierr)
 {
+    const char *call = req == NULL ? "MPI_Alltoallw" : "MPI_Ialltoallw";
+    unsigned cls = req == NULL ? SHIM_CLASS_COLL : SHIM_CLASS_ICOLL;
     MPI_Comm c = F_COMM(comm);
     int n = 0, inter = 0;
     /* A bad communicator (NULL: not a handle) is MPI's to report. */
-    if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_COLL)) || c == NULL || c == MPI_COMM_NULL ||
+    if (SHIM_LIKELY(!shim_active_for(cls)) || c == NULL || c == MPI_COMM_NULL ||
         PMPI_Comm_test_inter(c, &inter) != MPI_SUCCESS ||
         (inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) != MPI_SUCCESS) {
-        fn(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, ierr);
+        if (req == NULL)
+            ((f_alltoallw_fn)fn)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes,
+                                 comm, ierr);
+        else
+            ((f_ialltoallw_fn)fn)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
+                                  rtypes, comm, req, ierr);
         return;
     }
     /* Both arrays in one allocation per call (as Open MPI's own binding). */
     MPI_Datatype *t = malloc(sizeof *t * 2 * ((size_t)n + 1));
     if (t == NULL) {
-        set_ierr(ierr, shim_error(c, MPI_ERR_NO_MEM, "MPI_Alltoallw",
-                                  "no memory for the datatype arrays"));
+        set_ierr(ierr, shim_error(c, MPI_ERR_NO_MEM, call, "no memory for the datatype arrays"));
         return;
     }
     const void *s = c_in_place(sbuf);
@@ -873,9 +885,21 @@ static void f_alltoallw(f_alltoallw_fn fn, void *sbuf, fint *scounts, fint *sdis
         if (st != NULL)
             st[i] = PMPI_Type_f2c(stypes[i]);
     }
-    set_ierr(ierr, MPI_Alltoallw(s, scounts, sdispls, st, (void *)c_buf(rbuf), rcounts, rdispls,
-                                 rt, c));
-    free(t);
+    void *r = (void *)c_buf(rbuf);
+    if (req == NULL) {
+        set_ierr(ierr, MPI_Alltoallw(s, scounts, sdispls, st, r, rcounts, rdispls, rt, c));
+        free(t);
+        return;
+    }
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc = MPI_Ialltoallw(s, scounts, sdispls, st, r, rcounts, rdispls, rt, c, &creq);
+    if (rc != MPI_SUCCESS)
+        free(t);
+    else
+        rc = shim_rec_keep(&creq, c, call, t); /* t lives until completion */
+    if (rc == MPI_SUCCESS)
+        *req = PMPI_Request_c2f(creq);
+    set_ierr(ierr, rc);
 }
 
 #endif
@@ -1121,8 +1145,8 @@ COLL_ENTRY(mpi_alltoallv, MPI_ALLTOALLV,
 P2P_ENTRY(mpi_alltoallw, MPI_ALLTOALLW,
           (void *sbuf, fint *scounts, fint *sdispls, fint *stypes, void *rbuf, fint *rcounts,
            fint *rdispls, fint *rtypes, fint *comm, fint *ierr),
-          f_alltoallw((f_alltoallw_fn)NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts,
-                      rdispls, rtypes, comm, ierr))
+          f_alltoallw(NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes,
+                      comm, NULL, ierr))
 
 /*
  * The nonblocking collectives (issue 13; Open MPI's call PMPI_I* too).
@@ -1230,9 +1254,11 @@ ICOLL_ENTRY(mpi_ialltoallv, MPI_IALLTOALLV,
             MPI_Ialltoallv(IN_PLACE_ARG(sbuf), scounts, sdispls, F_TYPE(stype), BUF_ARG(rbuf),
                            rcounts, rdispls, F_TYPE(rtype), F_COMM(comm), &creq))
 
-/*
- * Not here: MPI_Ialltoallw, whose converted datatype arrays would have to
- * live until the request completes (they would belong to the record), and
- * the persistent collectives (MPI-4; refused on device memory in C).
- */
+P2P_ENTRY(mpi_ialltoallw, MPI_IALLTOALLW,
+          (void *sbuf, fint *scounts, fint *sdispls, fint *stypes, void *rbuf, fint *rcounts,
+           fint *rdispls, fint *rtypes, fint *comm, fint *req, fint *ierr),
+          f_alltoallw(NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes,
+                      comm, req, ierr))
+
+/* Not here: the persistent collectives (MPI-4; refused on device memory in C). */
 #endif

@@ -21,6 +21,10 @@
  * bytes MPI writes into each (known at the call, not from a status); it is
  * finished like a receive's (recv is 1), Request_free detaches it too.
  *
+ * A record may also own memory MPI reads until the request completes (the
+ * converted datatype arrays of a Fortran MPI_Ialltoallw): shim_rec_keep,
+ * which makes a record with nothing staged for a request that has none.
+ *
  * Persistent requests (*_init) keep their record, staging memory included,
  * from init to Request_free: active from MPI_Start to completion.
  */
@@ -123,6 +127,26 @@ int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
     return MPI_SUCCESS;
 }
 
+int shim_rec_keep(MPI_Request *req, MPI_Comm comm, const char *call, void *mem)
+{
+    struct shim_rec *r = shim_rec_take(*req);
+    if (r == NULL) {
+        r = malloc(sizeof *r);
+        if (r == NULL) {
+            MPI_Status st;
+            int rc = PMPI_Wait(req, &st);
+            free(mem);
+            return rc;
+        }
+        /* A collective's record with nothing staged: nothing to copy back. */
+        *r = (struct shim_rec){.req = *req, .recv = 1, .coll = 1, .comm = comm, .call = call};
+        atomic_fetch_add(&shim_records_live, 1);
+    }
+    r->owned = mem;
+    insert(r);
+    return MPI_SUCCESS;
+}
+
 int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                             const struct shim_buf *b)
 {
@@ -158,6 +182,7 @@ static void rec_free(struct shim_rec *r)
     shim_release(&r->buf2);
     free(r->pieces[0]);
     free(r->pieces[1]);
+    free(r->owned);
     free(r);
     atomic_fetch_sub(&shim_records_live, 1);
 }

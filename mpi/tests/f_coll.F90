@@ -403,23 +403,12 @@ program f_coll
   ! rank order 3 INTEGERs apart, received in reverse order 4 apart.
   call MPI_Type_contiguous(2, MPI_INTEGER, two, ierr)
   call MPI_Type_commit(two, ierr)
-  hi = CANARY
-  ei = CANARY
+  call wlayout(cnt, dsp, rdsp, hi, ei)
   do j = 0, np - 1
-    if (mod(j, 2) == 0) then
-      stypes(j) = MPI_INTEGER
-      cnt(j) = 2
-    else
-      stypes(j) = two
-      cnt(j) = 1
-    end if
-    rtypes(j) = stypes(j)
-    rcnt(j) = cnt(j)
-    dsp(j) = 12 * j
-    rdsp(j) = 16 * (np - 1 - j)
-    call pat(hi(3 * j + 1:), 2, 100 * rank + j)
-    call pat(ei(4 * (np - 1 - j) + 1:), 2, 100 * j + rank)
+    stypes(j) = merge(MPI_INTEGER, two, mod(j, 2) == 0)
   end do
+  rtypes = stypes
+  rcnt = cnt
   call put_i(as, hi)
   call put_i(ar, canaries(NMAX))
   call MPI_Alltoallw(si, cnt, dsp, stypes, ri, rcnt, rdsp, rtypes, MPI_COMM_WORLD, ierr)
