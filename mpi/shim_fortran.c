@@ -1261,4 +1261,179 @@ P2P_ENTRY(mpi_ialltoallw, MPI_IALLTOALLW,
                       comm, req, ierr))
 
 /* Not here: the persistent collectives (MPI-4; refused on device memory in C). */
+
+/*
+ * MPI-IO and RMA (issue 13; Open MPI's Fortran bindings call PMPI_File_*,
+ * PMPI_Win_create, PMPI_Put & co. directly). IO_ENTRY(lower, UPPER, params,
+ * args, body): the MPI's Fortran entry point with @p args while the shim
+ * does not stage the io class, else @p body: the handles converted (and
+ * Fortran's MPI_BOTTOM), the shim's C wrapper of shim_io.c called, which
+ * stages the blocking IO and refuses device memory in the nonblocking IO,
+ * the split collectives, windows and RMA buffers; the status, request or
+ * window written back as Open MPI's binding does, on success (a refused
+ * request comes back as MPI_REQUEST_NULL).
+ */
+#define IO_ENTRY(lower, UPPER, PARAMS, ARGS, BODY)                                           \
+    P2P_ENTRY(lower, UPPER, PARAMS,                                                          \
+              if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)))((void (*) PARAMS)NEXT) ARGS; \
+              else { BODY; })
+#define F_FILE(f) PMPI_File_f2c(*(f))
+#define F_WIN(w) PMPI_Win_f2c(*(w))
+
+/* After a blocking IO call: its Fortran status from the C one. */
+static int f_io_status(int rc, const MPI_Status *cs, fint *status)
+{
+    if (rc == MPI_SUCCESS && cs != MPI_STATUS_IGNORE)
+        PMPI_Status_c2f(cs, status);
+    return rc;
+}
+
+/* A request made by a C wrapper, as Fortran's (MPI_REQUEST_NULL if refused). */
+static int f_io_req(int rc, MPI_Request creq, fint *req)
+{
+    *req = PMPI_Request_c2f(creq);
+    return rc;
+}
+
+#define F_CSTATUS(status) (status_ignored(status) ? MPI_STATUS_IGNORE : &cs)
+
+/* (fh, buf, count, datatype, status): File_read & co.; _AT: an offset first. */
+#define IO_RW_ENTRY(lower, UPPER, CALL)                                                    \
+    IO_ENTRY(lower, UPPER, (fint * fh, void *buf, fint *count, fint *dt, fint *status,     \
+                            fint *ierr),                                                   \
+             (fh, buf, count, dt, status, ierr), MPI_Status cs;                            \
+             set_ierr(ierr, f_io_status(CALL(F_FILE(fh), BUF_ARG(buf), *count, F_TYPE(dt), \
+                                             F_CSTATUS(status)),                           \
+                                        F_CSTATUS(status), status)))
+#define IO_RW_AT_ENTRY(lower, UPPER, CALL)                                                  \
+    IO_ENTRY(lower, UPPER, (fint * fh, MPI_Offset *offset, void *buf, fint *count, fint *dt, \
+                            fint *status, fint *ierr),                                      \
+             (fh, offset, buf, count, dt, status, ierr), MPI_Status cs;                     \
+             set_ierr(ierr, f_io_status(CALL(F_FILE(fh), *offset, BUF_ARG(buf), *count,     \
+                                             F_TYPE(dt), F_CSTATUS(status)),                \
+                                        F_CSTATUS(status), status)))
+IO_RW_ENTRY(mpi_file_read, MPI_FILE_READ, MPI_File_read)
+IO_RW_ENTRY(mpi_file_read_all, MPI_FILE_READ_ALL, MPI_File_read_all)
+IO_RW_ENTRY(mpi_file_read_shared, MPI_FILE_READ_SHARED, MPI_File_read_shared)
+IO_RW_ENTRY(mpi_file_read_ordered, MPI_FILE_READ_ORDERED, MPI_File_read_ordered)
+IO_RW_AT_ENTRY(mpi_file_read_at, MPI_FILE_READ_AT, MPI_File_read_at)
+IO_RW_AT_ENTRY(mpi_file_read_at_all, MPI_FILE_READ_AT_ALL, MPI_File_read_at_all)
+IO_RW_ENTRY(mpi_file_write, MPI_FILE_WRITE, MPI_File_write)
+IO_RW_ENTRY(mpi_file_write_all, MPI_FILE_WRITE_ALL, MPI_File_write_all)
+IO_RW_ENTRY(mpi_file_write_shared, MPI_FILE_WRITE_SHARED, MPI_File_write_shared)
+IO_RW_ENTRY(mpi_file_write_ordered, MPI_FILE_WRITE_ORDERED, MPI_File_write_ordered)
+IO_RW_AT_ENTRY(mpi_file_write_at, MPI_FILE_WRITE_AT, MPI_File_write_at)
+IO_RW_AT_ENTRY(mpi_file_write_at_all, MPI_FILE_WRITE_AT_ALL, MPI_File_write_at_all)
+
+/* (fh, [offset,] buf, count, datatype, request): the nonblocking IO, refused on
+ * device memory by the C wrapper. */
+#define IO_I_ENTRY(lower, UPPER, CALL)                                                       \
+    IO_ENTRY(lower, UPPER, (fint * fh, void *buf, fint *count, fint *dt, fint *req,          \
+                            fint *ierr),                                                     \
+             (fh, buf, count, dt, req, ierr), MPI_Request creq = MPI_REQUEST_NULL;           \
+             set_ierr(ierr, f_io_req(CALL(F_FILE(fh), BUF_ARG(buf), *count, F_TYPE(dt), &creq), \
+                                     creq, req)))
+#define IO_I_AT_ENTRY(lower, UPPER, CALL)                                                     \
+    IO_ENTRY(lower, UPPER, (fint * fh, MPI_Offset *offset, void *buf, fint *count, fint *dt,  \
+                            fint *req, fint *ierr),                                           \
+             (fh, offset, buf, count, dt, req, ierr), MPI_Request creq = MPI_REQUEST_NULL;    \
+             set_ierr(ierr, f_io_req(CALL(F_FILE(fh), *offset, BUF_ARG(buf), *count,          \
+                                          F_TYPE(dt), &creq),                                 \
+                                     creq, req)))
+IO_I_ENTRY(mpi_file_iread, MPI_FILE_IREAD, MPI_File_iread)
+IO_I_ENTRY(mpi_file_iread_all, MPI_FILE_IREAD_ALL, MPI_File_iread_all)
+IO_I_ENTRY(mpi_file_iread_shared, MPI_FILE_IREAD_SHARED, MPI_File_iread_shared)
+IO_I_AT_ENTRY(mpi_file_iread_at, MPI_FILE_IREAD_AT, MPI_File_iread_at)
+IO_I_AT_ENTRY(mpi_file_iread_at_all, MPI_FILE_IREAD_AT_ALL, MPI_File_iread_at_all)
+IO_I_ENTRY(mpi_file_iwrite, MPI_FILE_IWRITE, MPI_File_iwrite)
+IO_I_ENTRY(mpi_file_iwrite_all, MPI_FILE_IWRITE_ALL, MPI_File_iwrite_all)
+IO_I_ENTRY(mpi_file_iwrite_shared, MPI_FILE_IWRITE_SHARED, MPI_File_iwrite_shared)
+IO_I_AT_ENTRY(mpi_file_iwrite_at, MPI_FILE_IWRITE_AT, MPI_File_iwrite_at)
+IO_I_AT_ENTRY(mpi_file_iwrite_at_all, MPI_FILE_IWRITE_AT_ALL, MPI_File_iwrite_at_all)
+
+/* (fh, [offset,] buf, count, datatype): the split collectives' _begin, refused
+ * on device memory (the _end calls need no entry: a refused _begin started
+ * nothing). */
+#define IO_BEGIN_ENTRY(lower, UPPER, CALL)                                               \
+    IO_ENTRY(lower, UPPER, (fint * fh, void *buf, fint *count, fint *dt, fint *ierr),    \
+             (fh, buf, count, dt, ierr),                                                 \
+             set_ierr(ierr, CALL(F_FILE(fh), BUF_ARG(buf), *count, F_TYPE(dt))))
+#define IO_BEGIN_AT_ENTRY(lower, UPPER, CALL)                                                 \
+    IO_ENTRY(lower, UPPER, (fint * fh, MPI_Offset *offset, void *buf, fint *count, fint *dt,  \
+                            fint *ierr),                                                      \
+             (fh, offset, buf, count, dt, ierr),                                              \
+             set_ierr(ierr, CALL(F_FILE(fh), *offset, BUF_ARG(buf), *count, F_TYPE(dt))))
+IO_BEGIN_ENTRY(mpi_file_read_all_begin, MPI_FILE_READ_ALL_BEGIN, MPI_File_read_all_begin)
+IO_BEGIN_ENTRY(mpi_file_read_ordered_begin, MPI_FILE_READ_ORDERED_BEGIN,
+               MPI_File_read_ordered_begin)
+IO_BEGIN_AT_ENTRY(mpi_file_read_at_all_begin, MPI_FILE_READ_AT_ALL_BEGIN,
+                  MPI_File_read_at_all_begin)
+IO_BEGIN_ENTRY(mpi_file_write_all_begin, MPI_FILE_WRITE_ALL_BEGIN, MPI_File_write_all_begin)
+IO_BEGIN_ENTRY(mpi_file_write_ordered_begin, MPI_FILE_WRITE_ORDERED_BEGIN,
+               MPI_File_write_ordered_begin)
+IO_BEGIN_AT_ENTRY(mpi_file_write_at_all_begin, MPI_FILE_WRITE_AT_ALL_BEGIN,
+                  MPI_File_write_at_all_begin)
+
+/* RMA: a window on device memory and device origin, result or compare
+ * buffers are refused by the C wrappers. */
+IO_ENTRY(mpi_win_create, MPI_WIN_CREATE,
+         (void *base, MPI_Aint *size, fint *disp_unit, fint *info, fint *comm, fint *win,
+          fint *ierr),
+         (base, size, disp_unit, info, comm, win, ierr), MPI_Win cwin = MPI_WIN_NULL;
+         int rc = MPI_Win_create(BUF_ARG(base), *size, *disp_unit, PMPI_Info_f2c(*info),
+                                 F_COMM(comm), &cwin);
+         if (rc == MPI_SUCCESS) *win = PMPI_Win_c2f(cwin); set_ierr(ierr, rc))
+IO_ENTRY(mpi_win_attach, MPI_WIN_ATTACH, (fint * win, void *base, MPI_Aint *size, fint *ierr),
+         (win, base, size, ierr), set_ierr(ierr, MPI_Win_attach(F_WIN(win), BUF_ARG(base), *size)))
+
+/* The parameters of Put & co.: RES the result buffer's (Get_accumulate), OP
+ * the op's, REQ the request's, each empty or RMA_*_P; and the C arguments
+ * up to the target datatype (RES: empty or RMA_RES_A). */
+#define RMA_PARAMS(RES, OP, REQ)                                                          \
+    (void *o, fint *oc, fint *ot, RES fint *target, MPI_Aint *td, fint *tc, fint *tt, OP \
+     fint *win, REQ fint *ierr)
+#define RMA_C_ARGS(RES) BUF_ARG(o), *oc, F_TYPE(ot), RES * target, *td, *tc, F_TYPE(tt)
+#define RMA_RES_P void *r, fint *rc, fint *rt,
+#define RMA_RES_A BUF_ARG(r), *rc, F_TYPE(rt),
+#define RMA_OP_P fint *op,
+#define RMA_REQ_P fint *req,
+IO_ENTRY(mpi_put, MPI_PUT, RMA_PARAMS(, , ), (o, oc, ot, target, td, tc, tt, win, ierr),
+         set_ierr(ierr, MPI_Put(RMA_C_ARGS(), F_WIN(win))))
+IO_ENTRY(mpi_get, MPI_GET, RMA_PARAMS(, , ), (o, oc, ot, target, td, tc, tt, win, ierr),
+         set_ierr(ierr, MPI_Get(RMA_C_ARGS(), F_WIN(win))))
+IO_ENTRY(mpi_rput, MPI_RPUT, RMA_PARAMS(, , RMA_REQ_P),
+         (o, oc, ot, target, td, tc, tt, win, req, ierr), MPI_Request creq = MPI_REQUEST_NULL;
+         set_ierr(ierr, f_io_req(MPI_Rput(RMA_C_ARGS(), F_WIN(win), &creq), creq, req)))
+IO_ENTRY(mpi_rget, MPI_RGET, RMA_PARAMS(, , RMA_REQ_P),
+         (o, oc, ot, target, td, tc, tt, win, req, ierr), MPI_Request creq = MPI_REQUEST_NULL;
+         set_ierr(ierr, f_io_req(MPI_Rget(RMA_C_ARGS(), F_WIN(win), &creq), creq, req)))
+IO_ENTRY(mpi_accumulate, MPI_ACCUMULATE, RMA_PARAMS(, RMA_OP_P, ),
+         (o, oc, ot, target, td, tc, tt, op, win, ierr),
+         set_ierr(ierr, MPI_Accumulate(RMA_C_ARGS(), F_OP(op), F_WIN(win))))
+IO_ENTRY(mpi_get_accumulate, MPI_GET_ACCUMULATE, RMA_PARAMS(RMA_RES_P, RMA_OP_P, ),
+         (o, oc, ot, r, rc, rt, target, td, tc, tt, op, win, ierr),
+         set_ierr(ierr, MPI_Get_accumulate(RMA_C_ARGS(RMA_RES_A), F_OP(op), F_WIN(win))))
+IO_ENTRY(mpi_raccumulate, MPI_RACCUMULATE, RMA_PARAMS(, RMA_OP_P, RMA_REQ_P),
+         (o, oc, ot, target, td, tc, tt, op, win, req, ierr),
+         MPI_Request creq = MPI_REQUEST_NULL;
+         set_ierr(ierr, f_io_req(MPI_Raccumulate(RMA_C_ARGS(), F_OP(op), F_WIN(win), &creq),
+                                 creq, req)))
+IO_ENTRY(mpi_rget_accumulate, MPI_RGET_ACCUMULATE, RMA_PARAMS(RMA_RES_P, RMA_OP_P, RMA_REQ_P),
+         (o, oc, ot, r, rc, rt, target, td, tc, tt, op, win, req, ierr),
+         MPI_Request creq = MPI_REQUEST_NULL;
+         set_ierr(ierr, f_io_req(MPI_Rget_accumulate(RMA_C_ARGS(RMA_RES_A), F_OP(op),
+                                                     F_WIN(win), &creq),
+                                 creq, req)))
+IO_ENTRY(mpi_fetch_and_op, MPI_FETCH_AND_OP,
+         (void *o, void *r, fint *dt, fint *target, MPI_Aint *td, fint *op, fint *win,
+          fint *ierr),
+         (o, r, dt, target, td, op, win, ierr),
+         set_ierr(ierr, MPI_Fetch_and_op(BUF_ARG(o), BUF_ARG(r), F_TYPE(dt), *target, *td,
+                                         F_OP(op), F_WIN(win))))
+IO_ENTRY(mpi_compare_and_swap, MPI_COMPARE_AND_SWAP,
+         (void *o, void *cmp, void *r, fint *dt, fint *target, MPI_Aint *td, fint *win,
+          fint *ierr),
+         (o, cmp, r, dt, target, td, win, ierr),
+         set_ierr(ierr, MPI_Compare_and_swap(BUF_ARG(o), BUF_ARG(cmp), BUF_ARG(r), F_TYPE(dt),
+                                             *target, *td, F_WIN(win))))
 #endif

@@ -14,8 +14,10 @@
 # nonblocking IO and RMA on device memory, host memory passed through; and
 # the negative control without the shim (MPI_File_write_at of a device
 # buffer must not put the data in the file: the program checks it and
-# exits 0 when it holds). Each run writes in a directory of its own under a
-# temporary one, which the program removes. Prints PASS/FAIL per check; exit
+# exits 0 when it holds); and f_io.F90 (the same from Fortran, each binding
+# built, at -n 2 and -n 3: Open MPI's Fortran IO and RMA call PMPI_* directly,
+# the shim's Fortran entry points catch them). Each run writes in a directory
+# (or a file) of its own under a temporary one. Prints PASS/FAIL per check; exit
 # status 1 if any failed.
 set -uo pipefail
 build=$(cd "${1:?build dir}" && pwd)
@@ -35,4 +37,10 @@ export CUCOPY_MPI_STATS=1 CUCOPY_MPI=auto
 check mpi_shim_io_n2 pass 2 yes mpi_shim_io_device "$work/n2.d"
 check mpi_shim_io_n3 pass 3 yes mpi_shim_io_device "$work/n3.d"
 check mpi_shim_io_negative_control pass 2 no mpi_shim_io_device "$work/negative.d" negative
+for b in mpifh usempi f08; do
+    [[ -x $build/bin/mpi_shim_fio_$b ]] || continue
+    for n in 2 3; do
+        check mpi_shim_fortran_io_${b}_n$n pass $n yes mpi_shim_fio_$b "$work/f_io_${b}_n$n.dat"
+    done
+done
 exit $failed
