@@ -165,6 +165,11 @@ typedef struct cd_copy_op {
     uintptr_t seen_primary;
     cd_err err;
     uint64_t stage_min; /* in: NEED_STAGE from this length on (pageable host memory); 0 off */
+    /* in: a 2-D piece (height > 0): height rows of len bytes, row i at
+     * src + i * src_pitch and dst + i * dst_pitch (copy.go, 2-D pieces) */
+    uint64_t height;
+    uint64_t src_pitch;
+    uint64_t dst_pitch;
 } cd_copy_op;
 
 /* A piece that may join the run of cd_copy's (cudadrv.Piece). */
@@ -174,6 +179,9 @@ typedef struct cd_piece {
     uint64_t len;
     int32_t src_mem; /* as cd_copy_op's */
     int32_t dst_mem;
+    uint64_t height; /* as cd_copy_op's: 0 for a contiguous piece */
+    uint64_t src_pitch;
+    uint64_t dst_pitch;
 } cd_piece;
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,

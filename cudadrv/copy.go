@@ -107,6 +107,15 @@ package cudadrv
 //     call is CopyDriverError with Err; a failed pop after an issued copy
 //     keeps its status and sets Err (EntryCtxPopCurrent).
 //
+// 2-D pieces (Height > 0; ep_copy_2d): Height rows of Len bytes, row i at
+// Src + i*SrcPitch and Dst + i*DstPitch. They follow the same steps with
+// these differences: step 1 checks each side's span [p, p + (Height-1) *
+// pitch + Len) against its allocation; step 2 answers CopyCPU as usual (the
+// caller copies row by row); a 2-D piece never takes a run and no run takes
+// it (cd_extend_run stops before it), and is never staged by the library
+// (StageMin does not apply: the driver stages pageable rows itself); step 8
+// issues one cuMemcpy2DAsync.
+//
 // Progress (QuerySlots) raises Queried[k] under the slot's lock before it
 // queries queue k's entries, so a piece never re-records an event that
 // progress may already have seen complete and popped; the core sets
@@ -134,8 +143,10 @@ const MaxRun = C.CD_MAX_RUN
 // Piece is one later piece of an operation, which may join the run of a
 // Copy (struct cd_piece).
 type Piece struct {
-	Dst, Src, Len  uint64
-	SrcMem, DstMem int32 // as CopyOp's
+	Dst, Src, Len      uint64
+	SrcMem, DstMem     int32  // as CopyOp's
+	Height             uint64 // as CopyOp's: 0 for a contiguous piece
+	SrcPitch, DstPitch uint64
 }
 
 // MemDesc is a range classified once, by a memory handle (struct cd_mdesc):
@@ -215,4 +226,8 @@ type CopyOp struct {
 	SeenPrimary Context // CopyNeedPrimary: the primary context found ended, 0 if none was set
 	Err         CallError
 	StageMin    uint64 // in: CopyNeedStage for a piece of at least this length with pageable memory; 0 never
+	// In: a 2-D piece (Height > 0): Height rows of Len bytes (2-D pieces, above).
+	Height   uint64
+	SrcPitch uint64
+	DstPitch uint64
 }

@@ -143,6 +143,9 @@ func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cud
 		more = more[:cudadrv.MaxRun-1]
 	}
 	for n, p := range more {
+		if p.Height != 0 { // a 2-D piece: its own call issues it
+			return n, pageable
+		}
 		if (p.SrcMem > 0 && p.SrcMem != op.SrcMem) || (p.DstMem > 0 && p.DstMem != op.DstMem) {
 			return n, pageable // a described side joins only on the same description
 		}
@@ -221,17 +224,23 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		op.Side = 1
 		return cudadrv.CopyStaleMemh
 	}
-	if src.crossesEnd(op.Src, op.Len) {
+	// A 2-D piece's sides span (Height-1)*pitch + Len bytes (cudadrv/copy.go).
+	srcSpan, dstSpan := op.Len, op.Len
+	if op.Height != 0 {
+		srcSpan += (op.Height - 1) * op.SrcPitch
+		dstSpan += (op.Height - 1) * op.DstPitch
+	}
+	if src.crossesEnd(op.Src, srcSpan) {
 		op.Side = 0
 		return cudadrv.CopyOutOfRange
 	}
-	if dst.crossesEnd(op.Dst, op.Len) {
+	if dst.crossesEnd(op.Dst, dstSpan) {
 		op.Side = 1
 		return cudadrv.CopyOutOfRange
 	}
 	// Stricter than cd_copy, which leaves such a host range to the copy
 	// (a fault, or a CPU copy past the end): a violation.
-	from, to := d.span(op.Src, op.Len), d.span(op.Dst, op.Len)
+	from, to := d.span(op.Src, srcSpan), d.span(op.Dst, dstSpan)
 	if from == nil || to == nil {
 		d.violate(ErrIllegalAddress, "Copy: host range [0x%x -> 0x%x, +%d) leaves its allocation", op.Src, op.Dst, op.Len)
 		return driverErr(op, cudadrv.EntryMemcpyAsync, ErrIllegalAddress)
@@ -287,7 +296,8 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	sync := op.Flags&cudadrv.CopySync != 0
 	run, blocking := 0, src.pageable() || dst.pageable()
 	stage := blocking && op.StageMin != 0 && op.Len >= op.StageMin
-	if !sync && len(more) > 0 && !stage {
+	stage = stage && op.Height == 0
+	if !sync && len(more) > 0 && !stage && op.Height == 0 {
 		runPeer := cudadrv.Context(0)
 		if kind == cudadrv.KindPeer {
 			runPeer = peer
@@ -408,6 +418,22 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
 	}
 	w := &work{stream: stream, run: func() { copy(to, from) }}
+	if op.Height != 0 {
+		// cuMemcpy2DAsync, with the C fake's checks.
+		if code := d.fault("Copy2D"); code != 0 {
+			return driverErr(op, cudadrv.EntryMemcpy2DAsync, code)
+		}
+		if op.Height > 1 && (op.SrcPitch < op.Len || op.DstPitch < op.Len) {
+			return driverErr(op, cudadrv.EntryMemcpy2DAsync, ErrInvalidValue)
+		}
+		d.calls["Copy2D"]++
+		rows, n, sp, dp := op.Height, op.Len, op.SrcPitch, op.DstPitch
+		w.run = func() {
+			for r := uint64(0); r < rows; r++ {
+				copy(to[r*dp:r*dp+n], from[r*sp:r*sp+n])
+			}
+		}
+	}
 	if run > 0 {
 		// One batch (cd_copy on a driver with cuMemcpyBatchAsync): all or
 		// nothing, as the C fake's.
