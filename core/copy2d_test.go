@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
 	"github.com/cucopy/cucopy/cudadrv/fakedrv"
 )
 
@@ -140,4 +141,98 @@ func TestCopy2DDriverFault(t *testing.T) {
 	assert.Zero(t, r.drv.Pending(), "the first entry was waited for")
 	_, comps := r.progress()
 	assert.Empty(t, comps)
+}
+
+// The pack path: narrow rows between device memory and packed pinned host
+// memory go through one scratch buffer per context and direction, made on
+// first use, grown for a larger piece, freed at close; the data and the
+// holes between rows are right either way. Wider rows, pageable host
+// memory, a strided host side, CUCOPY_2D_PACK_BELOW=0 and a failed
+// allocation take the plain 2-D copy.
+func TestCopy2DPack(t *testing.T) {
+	const n = 1 << 20
+	for _, c := range []struct {
+		name     string
+		env      map[string]string
+		pageable bool
+		width    uint64
+		hostGap  uint64 // added to the host side's pitch
+		allocErr bool
+		packs    bool
+	}{
+		{name: "8 B rows", width: 8, packs: true},
+		{name: "63 B rows", width: 63, packs: true},
+		{name: "64 B rows: plain", width: 64},
+		{name: "pageable host: plain", width: 8, pageable: true},
+		{name: "strided host side: plain", width: 8, hostGap: 8},
+		{name: "CUCOPY_2D_PACK_BELOW=0", env: map[string]string{"CUCOPY_2D_PACK_BELOW": "0"}, width: 8},
+		{name: "CUCOPY_2D_PACK_BELOW=128", env: map[string]string{"CUCOPY_2D_PACK_BELOW": "128"}, width: 100, packs: true},
+		{name: "allocation fails: plain", width: 8, allocErr: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRigEnv(t, 1, c.env)
+			host := r.drv.AllocHost(n, true)
+			if c.pageable {
+				host = r.drv.Pageable(n)
+			}
+			dev := r.drv.AllocDevice(0, n)
+			if c.allocErr {
+				r.drv.Fail("MemAlloc", 1, cudadrv.ErrorOutOfMemory) // D2H's
+				r.drv.Fail("MemAlloc", 2, cudadrv.ErrorOutOfMemory) // H2D's
+			}
+			allocs, frees := r.drv.Calls("MemAlloc"), r.drv.Calls("MemFree")
+			for round, rows := range []uint64{100, 30, 2000} { // the third grows the scratch (63 B rows and wider)
+				for _, d2h := range []bool{true, false} {
+					fill(r.drv, dev, n, byte(round))
+					fill(r.drv, host, n, byte(round+50))
+					e := core.Copy2DEntry{Dst: host, DstPitch: c.width + c.hostGap, Src: dev + 16, SrcPitch: 3*c.width + 1, Width: c.width, Height: rows}
+					dstBase, srcBase := host, dev
+					if !d2h {
+						e = core.Copy2DEntry{Dst: dev + 16, DstPitch: 3*c.width + 1, Src: host, SrcPitch: c.width + c.hostGap, Width: c.width, Height: rows}
+						dstBase, srcBase = dev, host
+					}
+					want := rows2D(r.drv.Bytes(dstBase, n), r.drv.Bytes(srcBase, n), e, dstBase, srcBase)
+					packs := r.drv.Calls("Pack")
+					st, err := r.ep.Copy2D([]core.Copy2DEntry{e}, 4)
+					require.NoError(t, err)
+					assert.Equal(t, core.InProgress, st)
+					packed := r.drv.Calls("Pack") - packs
+					r.drv.Run()
+					_, comps := r.progress()
+					assert.Equal(t, []done{{4, core.OK}}, comps)
+					eqBytes(t, want, r.drv.Bytes(dstBase, n), "%d rows, d2h %v", rows, d2h)
+					assert.Equal(t, c.packs, packed == 1, "%d rows, d2h %v: packed", rows, d2h)
+				}
+			}
+			made := r.drv.Calls("MemAlloc") - allocs
+			switch {
+			case c.packs:
+				// D2H and H2D: one each, grown once each where 2000 rows
+				// need more than the first (100 rows rounded up to a power
+				// of two, 64 KiB at least).
+				grows := 0
+				if scratchFor(2000*c.width) > scratchFor(100*c.width) {
+					grows = 2
+				}
+				assert.Equal(t, 2+grows, made, "scratch buffers made")
+			case c.allocErr:
+				assert.Equal(t, 2, made, "one failed attempt per direction, then none")
+			default:
+				assert.Zero(t, made)
+			}
+			r.close()
+			if c.packs {
+				assert.Equal(t, made, r.drv.Calls("MemFree")-frees, "every scratch buffer freed (grown ones at once, the last at close)")
+			}
+		})
+	}
+}
+
+// scratchFor is the scratch buffer size core makes for n bytes (pack.go).
+func scratchFor(n uint64) uint64 {
+	size := uint64(64 << 10)
+	for size < n {
+		size <<= 1
+	}
+	return size
 }

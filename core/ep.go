@@ -368,7 +368,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
-	req.StageMin = i.stage.min
+	req.StageMin, req.PackBelow = i.stage.min, i.packBelow
 	for {
 		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {

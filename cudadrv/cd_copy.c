@@ -210,6 +210,7 @@ typedef struct cd_run {
     uint64_t stage_min; /* cd_copy_op.stage_min */
     cd_mem src;         /* the piece's own sides (a 2-D piece's memory types) */
     cd_mem dst;
+    int32_t pack;       /* a 2-D piece for the pack path, if the slot has scratch (copy.go) */
 } cd_run;
 
 /* Host memory CUDA does not know: a copy from or to it is staged by the
@@ -310,6 +311,60 @@ static cdResult cd_memcpy2d(const cd_copy_op *op, const cd_run *run, cdStream st
     return cd.cuMemcpy2DAsync(&c, stream);
 }
 
+/* The pack path (copy.go, 2-D pieces): a 2-D piece between device memory
+ * and packed CUDA-known host memory moves its narrow rows inside the device,
+ * through scratch, and crosses to or from the host as one contiguous copy,
+ * all on stream. A failure after the first copy synchronizes the stream. */
+static void cd_memcpy_packed(cd_copy_op *op, const cd_run *run, cdStream stream,
+                             uint64_t scratch)
+{
+    struct cd_memcpy2d c;
+    size_t bytes = (size_t)(op->len * op->height);
+    memset(&c, 0, sizeof c);
+    c.width_in_bytes = (size_t)op->len;
+    c.height = (size_t)op->height;
+    cdResult r;
+    if (op->kind == CD_KIND_D2H) {
+        const void *unused = NULL;
+        cd_2d_side(&run->src, op->src, &c.src_memory_type, &unused, &c.src_device);
+        c.src_pitch = (size_t)op->src_pitch;
+        c.dst_memory_type = CD_MEMORYTYPE_DEVICE;
+        c.dst_device = scratch;
+        c.dst_pitch = (size_t)op->len;
+        r = cd.cuMemcpy2DAsync(&c, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpy2DAsync;
+            op->err.result = r;
+            return;
+        }
+        r = cd.cuMemcpyAsync(op->dst, scratch, bytes, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpyAsync;
+            op->err.result = r;
+            (void)cd.cuStreamSynchronize(stream);
+        }
+        return;
+    }
+    r = cd.cuMemcpyAsync(scratch, op->src, bytes, stream);
+    if (r != CD_SUCCESS) {
+        op->err.entry = CD_IDX_cuMemcpyAsync;
+        op->err.result = r;
+        return;
+    }
+    const void *unused = NULL;
+    c.src_memory_type = CD_MEMORYTYPE_DEVICE;
+    c.src_device = scratch;
+    c.src_pitch = (size_t)op->len;
+    cd_2d_side(&run->dst, op->dst, &c.dst_memory_type, &unused, &c.dst_device);
+    c.dst_pitch = (size_t)op->dst_pitch;
+    r = cd.cuMemcpy2DAsync(&c, stream);
+    if (r != CD_SUCCESS) {
+        op->err.entry = CD_IDX_cuMemcpy2DAsync;
+        op->err.result = r;
+        (void)cd.cuStreamSynchronize(stream);
+    }
+}
+
 /* Enqueue op's piece and its run on stream: one cuMemcpyAsync, or one
  * cuMemcpyBatchAsync for a run where the driver has it (unless
  * CD_COPY_RUN_LOOP, or the run copies device to pageable host memory: the
@@ -318,11 +373,14 @@ static cdResult cd_memcpy2d(const cd_copy_op *op, const cd_run *run, cdStream st
  * piece. If a run fails
  * part-way the stream is synchronized: nothing stays in flight on the
  * caller's buffers behind an error. */
-static void cd_memcpy_run(cd_copy_op *op, const cd_run *run, cdStream stream)
+static void cd_memcpy_run(cd_copy_op *op, const cd_run *run, cdStream stream, uint64_t scratch)
 {
     cdResult r;
     int32_t n = run->n + 1;
-    if (op->height != 0) {
+    if (scratch != 0) {
+        cd_memcpy_packed(op, run, stream, scratch);
+        return;
+    } else if (op->height != 0) {
         r = cd_memcpy2d(op, run, stream);
         if (r != CD_SUCCESS) {
             op->err.entry = CD_IDX_cuMemcpy2DAsync;
@@ -390,6 +448,12 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     int sync = (op->flags & CD_COPY_SYNC) != 0;
     if (run->stage) /* also when planning: a staged piece takes no event */
         return CD_COPY_NEED_STAGE; /* Go stages it on this stream (copy.go, step 7) */
+    uint64_t scratch = 0;
+    if (run->pack && !(slot->scratch_off & (1u << op->kind))) {
+        if (slot->scratch_size[op->kind] < op->len * op->height)
+            return CD_COPY_NEED_SCRATCH; /* Go makes (or grows) it; also when planning */
+        scratch = slot->scratch[op->kind];
+    }
     if (!sync && (op->flags & CD_COPY_PLAN)) {
         op->taken = run->n; /* where the piece and its run would go; nothing issued */
         return CD_COPY_PLANNED;
@@ -416,7 +480,7 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
 
     int pushed = 0;
     if (cd_enter((cdContext)ctx, &pushed, &op->err) == CD_SUCCESS) {
-        cd_memcpy_run(op, run, stream); /* a failure leaves nothing in flight */
+        cd_memcpy_run(op, run, stream, scratch); /* a failure leaves nothing in flight */
         cdResult r = op->err.result;
         if (r == CD_SUCCESS && sync) {
             r = cd.cuStreamSynchronize(stream);
@@ -453,6 +517,20 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     if (detach)
         op->event = (uintptr_t)event; /* for Go to give back, then count the user out */
     return CD_COPY_DRIVER_ERROR;
+}
+
+/* A 2-D piece for the pack path (copy.go, 2-D pieces): narrow rows between
+ * device memory (not managed) and CUDA-known host memory whose rows are
+ * packed (pitch == width), in a zcopy. */
+static int cd_packs(const cd_copy_op *op, int kind, const cd_mem *src, const cd_mem *dst)
+{
+    if (op->height < 2 || op->len >= op->pack_below || (op->flags & (CD_COPY_SYNC | CD_COPY_NO_PACK)))
+        return 0;
+    if (kind == CD_KIND_D2H)
+        return !src->managed && !cd_pageable(dst) && op->dst_pitch == op->len;
+    if (kind == CD_KIND_H2D)
+        return !dst->managed && !cd_pageable(src) && op->src_pitch == op->len;
+    return 0;
 }
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,
@@ -536,7 +614,8 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     /* The run is found before the slot's lock is taken: its pointer queries
      * cost about as much as the issue itself. */
-    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min, src, dst};
+    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min, src, dst,
+                  cd_packs(op, kind, &src, &dst)};
     run.stage = run.blocking && op->stage_min != 0 && op->len >= op->stage_min && op->height == 0;
     if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage && op->height == 0)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,

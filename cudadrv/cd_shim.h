@@ -85,6 +85,12 @@ typedef struct cd_slot {
     uint32_t fence; /* bit k: stream k waits for a fence before its next copy */
     uint64_t queried[CD_NUM_ASYNC_KINDS]; /* per async kind: last queue entry progress queried */
     uint64_t issued[CD_NUM_ASYNC_KINDS];  /* per async kind: the newest queue entry (joins need it) */
+    /* The pack path of 2-D copies (copy.go): per kind H2D, D2H, a device
+     * buffer of the context used only on that kind's stream, 0 until made. */
+    uint64_t scratch[2];
+    uint64_t scratch_size[2];
+    uint32_t scratch_off; /* bit k: kind k has no scratch (allocation failed): plain 2-D */
+    uint32_t pad;
 } cd_slot;
 
 /* The copy protocol: its flags, results and request are explained once,
@@ -96,7 +102,8 @@ enum {
     CD_COPY_REUSE = 1u << 3,
     CD_COPY_LOCK = 1u << 4,
     CD_COPY_RUN_LOOP = 1u << 5,
-    CD_COPY_PLAN = 1u << 6
+    CD_COPY_PLAN = 1u << 6,
+    CD_COPY_NO_PACK = 1u << 7
 };
 
 /* The most pieces one run issues (core.MaxIOV). */
@@ -118,7 +125,8 @@ enum {
     CD_COPY_NEED_FENCE = 12,
     CD_COPY_PLANNED = 13,
     CD_COPY_STALE_MEMH = 14,
-    CD_COPY_NEED_STAGE = 15
+    CD_COPY_NEED_STAGE = 15,
+    CD_COPY_NEED_SCRATCH = 16
 };
 
 /* A range classified once, by a memory handle (cudadrv.MemDesc): what
@@ -170,6 +178,7 @@ typedef struct cd_copy_op {
     uint64_t height;
     uint64_t src_pitch;
     uint64_t dst_pitch;
+    uint64_t pack_below; /* in: pack 2-D rows narrower than this (copy.go); 0 never */
 } cd_copy_op;
 
 /* A piece that may join the run of cd_copy's (cudadrv.Piece). */

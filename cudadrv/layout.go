@@ -26,6 +26,9 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Queried)-unsafe.Offsetof(C.cd_slot{}.queried)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Issued)-unsafe.Offsetof(C.cd_slot{}.issued)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.CanaryID)-unsafe.Offsetof(C.cd_slot{}.canary_id)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Scratch)-unsafe.Offsetof(C.cd_slot{}.scratch)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.ScratchSize)-unsafe.Offsetof(C.cd_slot{}.scratch_size)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.ScratchOff)-unsafe.Offsetof(C.cd_slot{}.scratch_off)]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(CopyOp{})-C.sizeof_cd_copy_op]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseEvent)-unsafe.Offsetof(C.cd_copy_op{}.reuse_event)]
@@ -41,6 +44,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.Height)-unsafe.Offsetof(C.cd_copy_op{}.height)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SrcPitch)-unsafe.Offsetof(C.cd_copy_op{}.src_pitch)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.DstPitch)-unsafe.Offsetof(C.cd_copy_op{}.dst_pitch)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.PackBelow)-unsafe.Offsetof(C.cd_copy_op{}.pack_below)]
 	_ = [1]struct{}{}[unsafe.Sizeof(CallError{})-C.sizeof_cd_err]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SrcMem)-unsafe.Offsetof(C.cd_copy_op{}.src_mem)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.DstMem)-unsafe.Offsetof(C.cd_copy_op{}.dst_mem)]

@@ -359,6 +359,13 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if stage { // also when planning: a staged piece takes no event
 		return cudadrv.CopyNeedStage // the caller stages it (core/stage.go)
 	}
+	var scratch uint64 // the pack path (cudadrv/copy.go, 2-D pieces)
+	if packs(op, kind, &src, &dst) && slot.ScratchOff&(1<<op.Kind) == 0 {
+		if slot.ScratchSize[op.Kind] < op.Len*op.Height {
+			return cudadrv.CopyNeedScratch
+		}
+		scratch = slot.Scratch[op.Kind]
+	}
 	if !sync && op.Flags&cudadrv.CopyPlan != 0 {
 		op.Taken = int32(run)
 		return cudadrv.CopyPlanned
@@ -433,6 +440,33 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 				copy(to[r*dp:r*dp+n], from[r*sp:r*sp+n])
 			}
 		}
+		if scratch != 0 {
+			// Through the scratch (its rows packed), then one contiguous
+			// copy: the same bytes land, the scratch must be device memory
+			// of the context.
+			buf := d.span(scratch, n*rows)
+			if a := d.find(scratch); buf == nil || a.typ != memTypeDevice || a.ctx != ctx {
+				d.violate(ErrIllegalAddress, "Copy: scratch 0x%x is not %d bytes of device memory of context 0x%x", scratch, n*rows, ctx)
+				return driverErr(op, cudadrv.EntryMemcpy2DAsync, ErrIllegalAddress)
+			}
+			d.calls["Pack"]++
+			d2h := kind == cudadrv.KindD2H
+			w.run = func() {
+				if !d2h {
+					copy(buf, from[:n*rows])
+				}
+				for r := uint64(0); r < rows; r++ {
+					if d2h {
+						copy(buf[r*n:r*n+n], from[r*sp:r*sp+n])
+					} else {
+						copy(to[r*dp:r*dp+n], buf[r*n:r*n+n])
+					}
+				}
+				if d2h {
+					copy(to[:n*rows], buf)
+				}
+			}
+		}
 	}
 	if run > 0 {
 		// One batch (cd_copy on a driver with cuMemcpyBatchAsync): all or
@@ -469,6 +503,20 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return cudadrv.CopyJoined
 	}
 	return cudadrv.CopyQueued
+}
+
+// packs is cd_packs: a 2-D piece for the pack path.
+func packs(op *cudadrv.CopyOp, kind int32, src, dst *mem) bool {
+	if op.Height < 2 || op.Len >= op.PackBelow || op.Flags&(cudadrv.CopySync|cudadrv.CopyNoPack) != 0 {
+		return false
+	}
+	switch kind {
+	case cudadrv.KindD2H:
+		return !src.managed && !dst.pageable() && op.DstPitch == op.Len
+	case cudadrv.KindH2D:
+		return !dst.managed && !src.pageable() && op.SrcPitch == op.Len
+	}
+	return false
 }
 
 // gone is cd_incarnation_gone: device-level state and the primary

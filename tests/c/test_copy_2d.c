@@ -17,7 +17,12 @@
  *  - NO_RESOURCE with nothing issued when the events are in use, then a
  *    retry that copies;
  *  - a fault injected on cuMemcpy2DAsync (fake driver): the call fails, no
- *    completion, the destination untouched.
+ *    completion, the destination untouched;
+ *  - the pack path (rows below CUCOPY_2D_PACK_BELOW between device and
+ *    packed pinned memory, counted with the fake's call counters in every
+ *    case above): its scratch buffer made once and freed at iface close;
+ *    when cuMemAlloc fails, plain 2-D copies with the same data, and no
+ *    second attempt. CTest runs it again with CUCOPY_2D_PACK_BELOW=0.
  */
 #define _GNU_SOURCE
 #include "calls.h"
@@ -70,6 +75,23 @@ static int verify(const struct tc_buf *dst, size_t doff, size_t soff, const cuco
     return !bad;
 }
 
+/* CUCOPY_2D_PACK_BELOW as the library reads it (default 64). */
+static size_t pack_below = 64;
+
+/* A strided entry takes the pack path: rows narrower than pack_below
+ * between device memory (not managed) and pinned host memory whose rows
+ * are packed. */
+static int packs(enum tc_mem_kind dst, size_t dpitch, enum tc_mem_kind src, size_t spitch,
+                 size_t width)
+{
+    int dev_src = src == TC_MEM_DEV0 || src == TC_MEM_DEV1;
+    int dev_dst = dst == TC_MEM_DEV0 || dst == TC_MEM_DEV1;
+    if (width >= pack_below)
+        return 0;
+    return (dev_src && dst == TC_MEM_PINNED && dpitch == width) ||
+           (dev_dst && src == TC_MEM_PINNED && spitch == width);
+}
+
 /* dst's bytes [off, off + len) all hold the canary. */
 static int untouched(const struct tc_buf *dst, size_t off, size_t len)
 {
@@ -92,20 +114,27 @@ static int copy_one(const struct tc_buf *dst, size_t doff, size_t dpitch, const 
     cucopy_copy_2d_t e = {at(dst, doff), dpitch, at(src, soff), spitch, width, height, NULL, NULL};
     struct tc_comp c;
     tc_comp_init(&c, 1);
-    long calls = tc_fake.calls != NULL ? tc_fake.calls("cuMemcpy2DAsync") : 0;
+    long calls2d = tc_fake.calls != NULL ? tc_fake.calls("cuMemcpy2DAsync") : 0;
+    long calls1d = tc_fake.calls != NULL ? tc_fake.calls("cuMemcpyAsync") : 0;
     int st = cucopy_ep_copy_2d(ep, &e, 1, &c.comp);
     wait_on(iface, st, &c, "copy_2d");
     if (tc_fake.calls != NULL) {
-        /* One cuMemcpy2DAsync for strided rows between GPU-side memory; a
-         * contiguous entry (one row, or both pitches the width) is a plain
-         * copy, host-host rows a CPU copy. */
+        /* One cuMemcpy2DAsync for strided rows between GPU-side memory, plus
+         * one cuMemcpyAsync on the pack path; a contiguous entry (one row,
+         * or both pitches the width) is a plain copy, host-host rows a CPU
+         * copy. */
         int cpu = src->kind <= TC_MEM_PINNED && dst->kind <= TC_MEM_PINNED;
         int flat = height == 1 || (dpitch == width && spitch == width);
-        long want = cpu || flat ? 0 : 1;
-        long got = tc_fake.calls("cuMemcpy2DAsync") - calls;
-        FAIL_IF(got != want, "%s -> %s, %zu x %zu B: %ld cuMemcpy2DAsync calls, want %ld",
-                tc_mem_kind_name(src->kind), tc_mem_kind_name(dst->kind), height, width, got,
-                want);
+        int pack = !cpu && !flat && packs(dst->kind, dpitch, src->kind, spitch, width);
+        long want2d = cpu || flat ? 0 : 1;
+        long want1d = flat && !cpu ? 1 : pack;
+        long got2d = tc_fake.calls("cuMemcpy2DAsync") - calls2d;
+        long got1d = tc_fake.calls("cuMemcpyAsync") - calls1d;
+        FAIL_IF(got2d != want2d || got1d != want1d,
+                "%s -> %s, %zu x %zu B: %ld cuMemcpy2DAsync and %ld cuMemcpyAsync calls, want "
+                "%ld and %ld",
+                tc_mem_kind_name(src->kind), tc_mem_kind_name(dst->kind), height, width, got2d,
+                got1d, want2d, want1d);
     }
     if (st == CUCOPY_OK)
         CHECKF(c.fired == 0, "an OK copy fired its completion");
@@ -400,9 +429,58 @@ static void phase_fault(void)
     tc_buf_free(&dev0);
 }
 
+/* The pack path's scratch buffers: made on first use, freed at iface
+ * close; when cuMemAlloc fails (fake driver), the copies are plain 2-D ones
+ * with the same data, and the allocation is not tried again. */
+static void phase_scratch(void)
+{
+    if (tc_fake.calls == NULL || tc_fake.live_allocations == NULL || pack_below <= 8)
+        return;
+    struct tc_buf dev0, host;
+    tc_buf_alloc(&dev0, TC_MEM_DEV0, BUF);
+    tc_buf_alloc(&host, TC_MEM_PINNED, BUF);
+    for (int fail = 0; fail < 2; fail++) {
+        long live = tc_fake.live_allocations();
+        cucopy_iface_h fi = NULL;
+        cucopy_ep_h fep = NULL;
+        REQUIRE_OK(cucopy_iface_open(ctx, NULL, &fi));
+        REQUIRE_OK(cucopy_ep_create(fi, &fep));
+        if (fail)
+            tc_fake.fail("cuMemAlloc", 1, CD_ERROR_OUT_OF_MEMORY);
+        tc_case_begin("copy_2d pack path%s", fail ? ": cuMemAlloc fails, plain 2-D copies" : "");
+        for (int round = 0; round < 2; round++) {
+            tc_buf_write(&dev0, 0, tc_pattern(BUF) + 20 + round, BUF);
+            tc_buf_set(&host, 0, CANARY, BUF);
+            cucopy_copy_2d_t e = {host.host, 8, at(&dev0, 0), 256, 8, 150, NULL, NULL};
+            long allocs = tc_fake.calls("cuMemAlloc"), c1 = tc_fake.calls("cuMemcpyAsync");
+            struct tc_comp c;
+            tc_comp_init(&c, 1);
+            int st = cucopy_ep_copy_2d(fep, &e, 1, &c.comp);
+            wait_on(fi, st, &c, "gather");
+            CHECK(verify(&host, 0, 0, &e, 20 + round));
+            long want_allocs = round == 0 ? 1 : 0; /* made (or tried) once */
+            CHECKF(tc_fake.calls("cuMemAlloc") - allocs == want_allocs,
+                   "round %d: %ld cuMemAlloc calls, want %ld", round,
+                   tc_fake.calls("cuMemAlloc") - allocs, want_allocs);
+            CHECKF(tc_fake.calls("cuMemcpyAsync") - c1 == (fail ? 0 : 1),
+                   "round %d: %ld contiguous copies", round, tc_fake.calls("cuMemcpyAsync") - c1);
+        }
+        CHECK_STATUS(cucopy_ep_destroy(fep), CUCOPY_OK);
+        CHECK_STATUS(cucopy_iface_close(fi), CUCOPY_OK);
+        CHECKF(tc_fake.live_allocations() == live, "%ld allocations left after close",
+               tc_fake.live_allocations() - live);
+        tc_case_end();
+    }
+    tc_buf_free(&host);
+    tc_buf_free(&dev0);
+}
+
 int main(void)
 {
     ndev = tc_begin("test_copy_2d", CUCOPY_MAX_DEVICES);
+    const char *pb = getenv("CUCOPY_2D_PACK_BELOW");
+    if (pb != NULL && *pb != '\0')
+        pack_below = (size_t)strtoull(pb, NULL, 10);
     REQUIRE_OK(cucopy_context_create(NULL, &ctx));
     REQUIRE_OK(cucopy_iface_open(ctx, NULL, &iface));
     REQUIRE_OK(cucopy_ep_create(iface, &ep));
@@ -412,6 +490,7 @@ int main(void)
     phase_bad_input();
     phase_no_resource();
     phase_fault();
+    phase_scratch();
 
     CHECK_STATUS(cucopy_iface_close(iface), CUCOPY_OK);
     CHECK_STATUS(cucopy_context_destroy(ctx), CUCOPY_OK);
