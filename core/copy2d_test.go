@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -169,62 +170,64 @@ func TestCopy2DPack(t *testing.T) {
 		{name: "CUCOPY_2D_PACK_BELOW=128", env: map[string]string{"CUCOPY_2D_PACK_BELOW": "128"}, width: 100, packs: true},
 		{name: "allocation fails: plain", width: 8, allocErr: true},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := newRigEnv(t, 1, c.env)
-			host := r.drv.AllocHost(n, true)
-			if c.pageable {
-				host = r.drv.Pageable(n)
-			}
-			dev := r.drv.AllocDevice(0, n)
-			if c.allocErr {
-				r.drv.Fail("MemAlloc", 1, cudadrv.ErrorOutOfMemory) // D2H's
-				r.drv.Fail("MemAlloc", 2, cudadrv.ErrorOutOfMemory) // H2D's
-			}
-			allocs, frees := r.drv.Calls("MemAlloc"), r.drv.Calls("MemFree")
-			for round, rows := range []uint64{100, 30, 2000} { // the third grows the scratch (63 B rows and wider)
-				for _, d2h := range []bool{true, false} {
-					fill(r.drv, dev, n, byte(round))
-					fill(r.drv, host, n, byte(round+50))
-					e := core.Copy2DEntry{Dst: host, DstPitch: c.width + c.hostGap, Src: dev + 16, SrcPitch: 3*c.width + 1, Width: c.width, Height: rows}
-					dstBase, srcBase := host, dev
-					if !d2h {
-						e = core.Copy2DEntry{Dst: dev + 16, DstPitch: 3*c.width + 1, Src: host, SrcPitch: c.width + c.hostGap, Width: c.width, Height: rows}
-						dstBase, srcBase = dev, host
+		for _, mode := range []core.ThreadMode{core.ThreadSingle, core.ThreadMulti} {
+			t.Run(fmt.Sprintf("%s, thread mode %d", c.name, mode), func(t *testing.T) {
+				r := newRigEnv(t, 1, c.env, func(p *core.IfaceParams) { p.ThreadMode = mode })
+				host := r.drv.AllocHost(n, true)
+				if c.pageable {
+					host = r.drv.Pageable(n)
+				}
+				dev := r.drv.AllocDevice(0, n)
+				if c.allocErr {
+					r.drv.Fail("MemAlloc", 1, cudadrv.ErrorOutOfMemory) // D2H's
+					r.drv.Fail("MemAlloc", 2, cudadrv.ErrorOutOfMemory) // H2D's
+				}
+				allocs, frees := r.drv.Calls("MemAlloc"), r.drv.Calls("MemFree")
+				for round, rows := range []uint64{100, 30, 2000} { // the third grows the scratch (63 B rows and wider)
+					for _, d2h := range []bool{true, false} {
+						fill(r.drv, dev, n, byte(round))
+						fill(r.drv, host, n, byte(round+50))
+						e := core.Copy2DEntry{Dst: host, DstPitch: c.width + c.hostGap, Src: dev + 16, SrcPitch: 3*c.width + 1, Width: c.width, Height: rows}
+						dstBase, srcBase := host, dev
+						if !d2h {
+							e = core.Copy2DEntry{Dst: dev + 16, DstPitch: 3*c.width + 1, Src: host, SrcPitch: c.width + c.hostGap, Width: c.width, Height: rows}
+							dstBase, srcBase = dev, host
+						}
+						want := rows2D(r.drv.Bytes(dstBase, n), r.drv.Bytes(srcBase, n), e, dstBase, srcBase)
+						packs := r.drv.Calls("Pack")
+						st, err := r.ep.Copy2D([]core.Copy2DEntry{e}, 4)
+						require.NoError(t, err)
+						assert.Equal(t, core.InProgress, st)
+						packed := r.drv.Calls("Pack") - packs
+						r.drv.Run()
+						_, comps := r.progress()
+						assert.Equal(t, []done{{4, core.OK}}, comps)
+						eqBytes(t, want, r.drv.Bytes(dstBase, n), "%d rows, d2h %v", rows, d2h)
+						assert.Equal(t, c.packs, packed == 1, "%d rows, d2h %v: packed", rows, d2h)
 					}
-					want := rows2D(r.drv.Bytes(dstBase, n), r.drv.Bytes(srcBase, n), e, dstBase, srcBase)
-					packs := r.drv.Calls("Pack")
-					st, err := r.ep.Copy2D([]core.Copy2DEntry{e}, 4)
-					require.NoError(t, err)
-					assert.Equal(t, core.InProgress, st)
-					packed := r.drv.Calls("Pack") - packs
-					r.drv.Run()
-					_, comps := r.progress()
-					assert.Equal(t, []done{{4, core.OK}}, comps)
-					eqBytes(t, want, r.drv.Bytes(dstBase, n), "%d rows, d2h %v", rows, d2h)
-					assert.Equal(t, c.packs, packed == 1, "%d rows, d2h %v: packed", rows, d2h)
 				}
-			}
-			made := r.drv.Calls("MemAlloc") - allocs
-			switch {
-			case c.packs:
-				// D2H and H2D: one each, grown once each where 2000 rows
-				// need more than the first (100 rows rounded up to a power
-				// of two, 64 KiB at least).
-				grows := 0
-				if scratchFor(2000*c.width) > scratchFor(100*c.width) {
-					grows = 2
+				made := r.drv.Calls("MemAlloc") - allocs
+				switch {
+				case c.packs:
+					// D2H and H2D: one each, grown once each where 2000 rows
+					// need more than the first (100 rows rounded up to a power
+					// of two, 64 KiB at least).
+					grows := 0
+					if scratchFor(2000*c.width) > scratchFor(100*c.width) {
+						grows = 2
+					}
+					assert.Equal(t, 2+grows, made, "scratch buffers made")
+				case c.allocErr:
+					assert.Equal(t, 2, made, "one failed attempt per direction, then none")
+				default:
+					assert.Zero(t, made)
 				}
-				assert.Equal(t, 2+grows, made, "scratch buffers made")
-			case c.allocErr:
-				assert.Equal(t, 2, made, "one failed attempt per direction, then none")
-			default:
-				assert.Zero(t, made)
-			}
-			r.close()
-			if c.packs {
-				assert.Equal(t, made, r.drv.Calls("MemFree")-frees, "every scratch buffer freed (grown ones at once, the last at close)")
-			}
-		})
+				r.close()
+				if c.packs {
+					assert.Equal(t, made, r.drv.Calls("MemFree")-frees, "every scratch buffer freed (grown ones at once, the last at close)")
+				}
+			})
+		}
 	}
 }
 

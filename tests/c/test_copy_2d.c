@@ -12,7 +12,8 @@
  *    exactly once, OK without completion for host-only calls;
  *  - bad input, nothing copied and no completion: NULL copies, count 0 or
  *    above max_iov, a NULL address, a pitch below the width, spans that
- *    overflow, an invalid handle, a handle whose range does not hold the
+ *    overflow, an invalid handle, another cucopy context's handle, a handle
+ *    whose range does not hold the
  *    span, a span past the end of its device allocation;
  *  - NO_RESOURCE with nothing issued when the events are in use, then a
  *    retry that copies;
@@ -301,6 +302,16 @@ static void phase_bad_input(void)
     e[1] = good;
     e[1].src_memh = (cucopy_memh_h)(uintptr_t)0x999;
     bad_call(e, 2, CUCOPY_ERR_INVALID_HANDLE, NULL, &dev0, "an invalid handle");
+    /* A handle of another cucopy context. */
+    cucopy_context_h ctx2 = NULL;
+    REQUIRE_OK(cucopy_context_create(NULL, &ctx2));
+    cucopy_memh_h foreign = NULL;
+    REQUIRE_OK(cucopy_mem_describe(ctx2, host.host, BUF, &foreign));
+    e[1] = good;
+    e[1].src_memh = foreign;
+    bad_call(e, 2, CUCOPY_ERR_INVALID_HANDLE, NULL, &dev0, "a handle of another cucopy context");
+    CHECK_STATUS(cucopy_mem_dereg(ctx2, foreign), CUCOPY_OK);
+    CHECK_STATUS(cucopy_context_destroy(ctx2), CUCOPY_OK);
     /* A handle whose range holds the first row but not the span. */
     cucopy_memh_h h = NULL;
     REQUIRE_OK(cucopy_mem_describe(ctx, at(&dev0, 0), 256, &h));
