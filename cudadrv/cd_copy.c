@@ -524,7 +524,8 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
  * packed (pitch == width), in a zcopy. */
 static int cd_packs(const cd_copy_op *op, int kind, const cd_mem *src, const cd_mem *dst)
 {
-    if (op->height < 2 || op->len >= op->pack_below || (op->flags & (CD_COPY_SYNC | CD_COPY_NO_PACK)))
+    if (op->height < 2 || op->len >= op->pack_below ||
+        (op->flags & (CD_COPY_SYNC | CD_COPY_NO_PACK)))
         return 0;
     if (kind == CD_KIND_D2H)
         return !src->managed && !cd_pageable(dst) && op->dst_pitch == op->len;

@@ -235,7 +235,8 @@ cdResult cuMemcpy2DAsync_v2(const struct cd_memcpy2d *c, cdStream stream)
      * and the spans [p, p + (h - 1) * pitch + w) do not wrap. */
     if (h > 1 && (c->src_pitch < w || c->dst_pitch < w))
         return CD_ERROR_INVALID_VALUE;
-    if (h > 1 && (c->src_pitch > (SIZE_MAX - w) / (h - 1) || c->dst_pitch > (SIZE_MAX - w) / (h - 1)))
+    if (h > 1 &&
+        (c->src_pitch > (SIZE_MAX - w) / (h - 1) || c->dst_pitch > (SIZE_MAX - w) / (h - 1)))
         return CD_ERROR_INVALID_VALUE;
     cdDevicePtr dst = 0, src = 0;
     cdResult rc = fk_2d_side(c->src_memory_type, c->src_host, c->src_device, c->src_array,

@@ -1902,7 +1902,8 @@ static void run_2d(void)
                     failures++;
                     continue;
                 }
-                double cu = median(t[IMPL_CUCOPY], opt.repeat), raw = median(t[IMPL_RAW], opt.repeat);
+                double cu = median(t[IMPL_CUCOPY], opt.repeat);
+                double raw = median(t[IMPL_RAW], opt.repeat);
                 printf("  %-20s %-4s %-9s %9s %11.1f %9.1f %7.2f %11.2f\n", shape,
                        d2h ? "d2h" : "h2d", host_names[h], pay, cu * 1e6, raw * 1e6, raw / cu,
                        (double)packed / cu / 1e9);
