@@ -993,8 +993,10 @@ CUCOPY_API cucopy_status_t cucopy_ep_copy_batch(cucopy_ep_h ep, const cucopy_cop
  * one row, or whose pitches both equal its width, is a contiguous copy (a
  * cucopy_ep_copy_batch() entry); any other entry is one cuMemcpy2DAsync, or
  * for rows narrower than CUCOPY_2D_PACK_BELOW bytes between device memory
- * and CUDA-known host memory, a 2-D copy inside the device into a scratch
- * buffer and one contiguous copy (docs/design.md). Any memory kind on either
+ * and pinned or registered host memory whose rows are packed (host pitch ==
+ * width), a 2-D copy inside the device through a scratch buffer and one
+ * contiguous copy across the bus (docs/design.md); either way the call is
+ * asynchronous. Thread safety as the other ep calls. Any memory kind on either
  * side: device, managed, pinned, registered or pageable host memory;
  * host-to-host entries run on the CPU. The copies run in no set order among
  * themselves: no entry's destination span may overlap another entry's
