@@ -123,4 +123,13 @@ func _() {
 	_ = x[unsafe.Offsetof(copyEntry{}.length)-unsafe.Offsetof(C.cucopy_copy_t{}.length)]
 	_ = x[unsafe.Offsetof(copyEntry{}.dstMemh)-unsafe.Offsetof(C.cucopy_copy_t{}.dst_memh)]
 	_ = x[unsafe.Offsetof(copyEntry{}.srcMemh)-unsafe.Offsetof(C.cucopy_copy_t{}.src_memh)]
+	// cucopy_copy_2d_t, read in place (ep.go).
+	_ = x[unsafe.Sizeof(copy2DEntry{})-C.sizeof_cucopy_copy_2d_t]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.dstPitch)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.dst_pitch)]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.src)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.src)]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.srcPitch)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.src_pitch)]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.width)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.width)]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.height)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.height)]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.dstMemh)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.dst_memh)]
+	_ = x[unsafe.Offsetof(copy2DEntry{}.srcMemh)-unsafe.Offsetof(C.cucopy_copy_2d_t{}.src_memh)]
 }

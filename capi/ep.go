@@ -11,6 +11,7 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/cucopy/cucopy/core"
@@ -145,25 +146,70 @@ func cucopyGoEpZcopyMemh(h C.uint64_t, put C.int, iov *C.cucopy_iov_memh_t, iovc
 func cucopyGoEpCopyBatch(h C.uint64_t, copies *C.cucopy_copy_t, count C.size_t, comp C.uintptr_t) C.int {
 	const op = "ep_copy_batch"
 	return call(eps, h, op, func(ep *core.Ep) C.int {
-		if count == 0 || count > core.MaxIOV {
-			return failf(core.ErrInvalid, op, "count %d: want 1 to %d", uint64(count), core.MaxIOV)
-		}
-		if copies == nil {
-			return failf(core.ErrInvalid, op, "copies is NULL")
+		if err := checkEntries(op, count, copies == nil); err != nil {
+			return fail(err)
 		}
 		var b [core.MaxIOV]core.BatchCopy
 		var err error
 		for k, e := range unsafe.Slice((*copyEntry)(unsafe.Pointer(copies)), int(count)) {
 			c := &b[k]
 			c.Dst, c.Src, c.Len = uint64(e.dst), uint64(e.src), e.length
-			if c.DstH, err = memhOf(op, "copies[].dst_memh", C.uint64_t(e.dstMemh)); err != nil {
-				return fail(err)
-			}
-			if c.SrcH, err = memhOf(op, "copies[].src_memh", C.uint64_t(e.srcMemh)); err != nil {
+			if c.DstH, c.SrcH, err = entryMemhs(op, e.dstMemh, e.srcMemh); err != nil {
 				return fail(err)
 			}
 		}
 		return result(ep.Batch(b[:count], uintptr(comp)))
+	})
+}
+
+// checkEntries checks the array of cucopy_ep_copy_batch or
+// cucopy_ep_copy_2d: count entries, NULL or not.
+func checkEntries(op string, count C.size_t, null bool) error {
+	if count == 0 || count > core.MaxIOV {
+		return &core.Error{Status: core.ErrInvalid, Op: op, Msg: fmt.Sprintf("count %d: want 1 to %d", uint64(count), core.MaxIOV)}
+	}
+	if null {
+		return &core.Error{Status: core.ErrInvalid, Op: op, Msg: "copies is NULL"}
+	}
+	return nil
+}
+
+// entryMemhs is the handles of an entry of cucopy_ep_copy_batch or
+// cucopy_ep_copy_2d.
+func entryMemhs(op string, dst, src uint64) (dh, sh *core.MemHandle, err error) {
+	if dh, err = memhOf(op, "copies[].dst_memh", C.uint64_t(dst)); err != nil {
+		return nil, nil, err
+	}
+	sh, err = memhOf(op, "copies[].src_memh", C.uint64_t(src))
+	return dh, sh, err
+}
+
+// copy2DEntry is cucopy_copy_2d_t, read in place (layout checked in abi.go).
+type copy2DEntry struct {
+	dst, dstPitch    uintptr
+	src, srcPitch    uintptr
+	width, height    uint64
+	dstMemh, srcMemh uint64
+}
+
+//export cucopyGoEpCopy2D
+func cucopyGoEpCopy2D(h C.uint64_t, copies *C.cucopy_copy_2d_t, count C.size_t, comp C.uintptr_t) C.int {
+	const op = "ep_copy_2d"
+	return call(eps, h, op, func(ep *core.Ep) C.int {
+		if err := checkEntries(op, count, copies == nil); err != nil {
+			return fail(err)
+		}
+		var b [core.MaxIOV]core.Copy2DEntry
+		var err error
+		for k, e := range unsafe.Slice((*copy2DEntry)(unsafe.Pointer(copies)), int(count)) {
+			c := &b[k]
+			c.Dst, c.DstPitch, c.Src, c.SrcPitch = uint64(e.dst), uint64(e.dstPitch), uint64(e.src), uint64(e.srcPitch)
+			c.Width, c.Height = e.width, e.height
+			if c.DstH, c.SrcH, err = entryMemhs(op, e.dstMemh, e.srcMemh); err != nil {
+				return fail(err)
+			}
+		}
+		return result(ep.Copy2D(b[:count], uintptr(comp)))
 	})
 }
 

@@ -330,6 +330,14 @@ cucopy_status_t cucopy_ep_copy_batch(cucopy_ep_h ep, const cucopy_copy_t *copies
                                                 (uintptr_t)comp);
 }
 
+cucopy_status_t cucopy_ep_copy_2d(cucopy_ep_h ep, const cucopy_copy_2d_t *copies, size_t count,
+                                  cucopy_completion_t *comp)
+{
+    GUARD("ep_copy_2d");
+    return (cucopy_status_t)cucopyGoEpCopy2D(HANDLE_BITS(ep), (cucopy_copy_2d_t *)copies, count,
+                                             (uintptr_t)comp);
+}
+
 cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {

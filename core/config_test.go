@@ -27,7 +27,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.Config{
 		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 16, LogLevel: core.LogWarn, Stats: false,
-		Stage: core.Stage{Threshold: 32 << 20, Chunk: 16 << 20, Threads: 8, Pool: 2},
+		Stage: core.Stage{Threshold: 32 << 20, Chunk: 16 << 20, Threads: 8, Pool: 2}, PackBelow: 64,
 	}, cfg)
 }
 
@@ -56,6 +56,8 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_CALIBRATE", "off", func(t *testing.T, c core.Config) { assert.False(t, c.Calibrate) }},
 		{"CUCOPY_STAGE", " OFF", func(t *testing.T, c core.Config) { assert.True(t, c.Stage.Off) }},
 		{"CUCOPY_STAGE", "auto", func(t *testing.T, c core.Config) { assert.False(t, c.Stage.Off) }},
+		{"CUCOPY_2D_PACK_BELOW", "0", func(t *testing.T, c core.Config) { assert.Zero(t, c.PackBelow) }},
+		{"CUCOPY_2D_PACK_BELOW", "1k", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(1024), c.PackBelow) }},
 		{"CUCOPY_STAGE_THRESHOLD", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(1), c.Stage.Threshold) }},
 		{"CUCOPY_STAGE_THRESHOLD", "16m", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(16<<20), c.Stage.Threshold) }},
 		{"CUCOPY_STAGE_CHUNK", "64K", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(64<<10), c.Stage.Chunk) }},
@@ -115,6 +117,8 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_CALIBRATE", "sometimes"},
 		{"CUCOPY_STAGE", "on"},
 		{"CUCOPY_STAGE", " "},
+		{"CUCOPY_2D_PACK_BELOW", "2M"},
+		{"CUCOPY_2D_PACK_BELOW", "-1"},
 		{"CUCOPY_STAGE_THRESHOLD", "0"},
 		{"CUCOPY_STAGE_THRESHOLD", "2T"},
 		{"CUCOPY_STAGE_THRESHOLD", "-1"},

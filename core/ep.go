@@ -244,26 +244,43 @@ func (e *Ep) Batch(copies []BatchCopy, comp uintptr) (Status, error) {
 	if nonEmpty == 0 {
 		return OK, nil
 	}
+	return e.issueEntries(api, comp, func(b *issueBuf) int {
+		np := 0
+		for n := range copies {
+			c := &copies[n]
+			if c.Len == 0 {
+				continue
+			}
+			b.pieces[np] = cudadrv.Piece{Dst: c.Dst, Src: c.Src, Len: c.Len, DstMem: b.mem.index(c.DstH), SrcMem: b.mem.index(c.SrcH)}
+			np++
+		}
+		return np
+	})
+}
+
+// issueEntries is the second half of Batch and Copy2D, whose entries were
+// checked: unless the iface is closed, an operation for comp with the
+// pieces fill writes into b.pieces (it returns how many).
+func (e *Ep) issueEntries(api string, comp uintptr, fill func(b *issueBuf) int) (Status, error) {
+	i := e.iface
 	if i.closed.Load() {
 		return ErrHandle, errorf(ErrHandle, api, "iface is closed")
 	}
 	op := i.newOperation(e, comp)
 	b := i.request(op)
 	b.mem.n = 0
-	np := 0
-	for n := range copies {
-		c := &copies[n]
-		if c.Len == 0 {
-			continue
-		}
-		b.pieces[np] = cudadrv.Piece{Dst: c.Dst, Src: c.Src, Len: c.Len, DstMem: b.mem.index(c.DstH), SrcMem: b.mem.index(c.SrcH)}
-		np++
-	}
-	return i.issueOperation(api, e, op, b, np)
+	return i.issueOperation(api, e, op, b, fill(b))
+}
+
+// pieceRequest is the request that issues piece p (of an operation) in lane
+// with flags.
+func pieceRequest(p *cudadrv.Piece, lane int32, flags uint32) cudadrv.CopyOp {
+	return cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: lane, Flags: flags, SrcMem: p.SrcMem, DstMem: p.DstMem,
+		Height: p.Height, SrcPitch: p.SrcPitch, DstPitch: p.DstPitch}
 }
 
 // issueOperation issues op's np pieces (b.pieces), the second half of
-// Zcopy and Batch.
+// Zcopy, Batch and Copy2D.
 func (i *Iface) issueOperation(api string, e *Ep, op *operation, b *issueBuf, np int) (Status, error) {
 	req, pieces := &b.req, &b.pieces
 	if i.mayRunOut(np) {
@@ -277,7 +294,7 @@ func (i *Iface) issueOperation(api string, e *Ep, op *operation, b *issueBuf, np
 	n := int32(0)
 	for k := 0; k < np; {
 		p := &pieces[k]
-		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: e.lane, Flags: i.runFlags, SrcMem: p.SrcMem, DstMem: p.DstMem}
+		*req = pieceRequest(p, e.lane, i.runFlags)
 		if n > 0 {
 			// Consecutive pieces on one stream share one event, so an
 			// operation never needs more events than it has runs
@@ -351,7 +368,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
-	req.StageMin = i.stage.min
+	req.StageMin, req.PackBelow = i.stage.min, i.packBelow
 	for {
 		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
@@ -373,7 +390,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 					return st, err
 				}
 			}
-			if err := cpuCopy(api, req.Dst, req.Src, req.Len); err != nil {
+			if err := cpuCopyRows(api, req); err != nil {
 				return st, err
 			}
 			req.Slot = -1

@@ -107,6 +107,8 @@ type Iface struct {
 
 	stage stager // pageable staging and its bounce buffers (stage.go)
 
+	packBelow uint64 // cudadrv.CopyOp.PackBelow (pack.go)
+
 	counters     ifaceCounters // stats.go
 	statsPrinted bool
 	goAtOpen     [2]metrics.Sample // with CUCOPY_STATS: Go heap allocations and GC cycles at open
@@ -150,6 +152,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		est:     newEstimator(c.cfg),
 	}
 	i.stage.init(c.cfg.Stage)
+	i.packBelow = c.cfg.PackBelow
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	i.runs = c.cfg.IOVBatch != IOVBatchOff
 	if c.cfg.IOVBatch == IOVBatchLoop {

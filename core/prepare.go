@@ -50,6 +50,9 @@ func (i *Iface) prepare(api string, st cudadrv.CopyStatus, req *cudadrv.CopyOp) 
 		return nil
 	case cudadrv.CopyNeedFence:
 		return i.waitFence(api, s, int(req.Kind))
+	case cudadrv.CopyNeedScratch:
+		i.addScratch(s, req)
+		return nil
 	}
 	return errorf(ErrInternal, api, "unexpected copy status %d", st)
 }

@@ -48,7 +48,7 @@ func (i *Iface) reserve(api string, b *issueBuf, pieces []cudadrv.Piece, lane in
 	lastSlot, lastKind := int32(-1), int32(-1)
 	for k := 0; k < len(pieces); {
 		p := &pieces[k]
-		*req = cudadrv.CopyOp{Dst: p.Dst, Src: p.Src, Len: p.Len, Lane: lane, Flags: i.runFlags | cudadrv.CopyPlan, SrcMem: p.SrcMem, DstMem: p.DstMem}
+		*req = pieceRequest(p, lane, i.runFlags|cudadrv.CopyPlan)
 		var more []cudadrv.Piece
 		if i.runs {
 			more = pieces[k+1:]

@@ -349,6 +349,11 @@ func (i *Iface) destroyResources(s int) []error {
 	if slot.Canary != 0 && !failed("freeing the generation canary", i.drv.MemFree(r.ctx, cudadrv.MemDevice, slot.Canary)) {
 		slot.Canary = 0
 	}
+	for k, p := range slot.Scratch { // its stream is gone: nothing uses it
+		if p != 0 && !failed("freeing a 2-D scratch buffer", i.drv.MemFree(r.ctx, cudadrv.MemDevice, p)) {
+			slot.Scratch[k], slot.ScratchSize[k] = 0, 0
+		}
+	}
 	if len(errs) > 0 {
 		return errs
 	}
@@ -444,6 +449,7 @@ func (i *Iface) retireSlot(s int, how IncarnationState) {
 	slot.Stream, slot.Event = [cudadrv.NumKinds]cudadrv.Stream{}, 0
 	slot.Peer, slot.NPeers = [cudadrv.MaxPeers]cudadrv.Context{}, 0
 	slot.Canary, slot.CanaryID, slot.Device, slot.Fence = 0, 0, 0, 0
+	slot.Scratch, slot.ScratchSize, slot.ScratchOff = [2]uint64{}, [2]uint64{}, 0 // a dropped context took its memory
 	r.ctx, r.id, r.ownsPrimary, r.dead = 0, 0, false, true
 	r.events, r.free = 0, nil
 	for k := range r.queues {

@@ -133,9 +133,9 @@ func (i *Iface) countCopy(req *cudadrv.CopyOp, first bool, run []cudadrv.Piece) 
 	if first {
 		c.operations.Add(1)
 	}
-	bytes := req.Len
+	bytes := rowBytes(req.Len, req.Height)
 	for _, p := range run {
-		bytes += p.Len
+		bytes += rowBytes(p.Len, p.Height)
 	}
 	c.pieces.Add(uint64(1 + len(run)))
 	c.bytes.Add(bytes)

@@ -208,6 +208,9 @@ typedef struct cd_run {
     int32_t stage;    /* the piece goes to the library's staging (CD_COPY_NEED_STAGE) */
     struct cd_memcpy_attr attr;
     uint64_t stage_min; /* cd_copy_op.stage_min */
+    cd_mem src;         /* the piece's own sides (a 2-D piece's memory types) */
+    cd_mem dst;
+    int32_t pack;       /* a 2-D piece for the pack path, if the slot has scratch (copy.go) */
 } cd_run;
 
 /* Host memory CUDA does not know: a copy from or to it is staged by the
@@ -246,6 +249,8 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
         cd_mem s, d;
         /* A described side joins only on the same description: its context
          * was checked once, for this piece's. */
+        if (p->height != 0) /* a 2-D piece: its own call issues it */
+            return;
         if ((p->src_mem > 0 && p->src_mem != src_mem) || (p->dst_mem > 0 && p->dst_mem != dst_mem) ||
             cd_side(p->src, mems, p->src_mem, &s) != CD_SUCCESS ||
             cd_side(p->dst, mems, p->dst_mem, &d) != CD_SUCCESS || s.managed || d.managed ||
@@ -276,6 +281,90 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
     }
 }
 
+/* One side of a 2-D copy: host memory by its host pointer, device-side
+ * memory (managed and host-located VMM memory too) by its unified address. */
+static void cd_2d_side(const cd_mem *m, uint64_t ptr, unsigned int *type, const void **host,
+                       unsigned long long *dev)
+{
+    if (cd_is_host(m)) {
+        *type = CD_MEMORYTYPE_HOST;
+        *host = (const void *)(uintptr_t)ptr;
+    } else {
+        *type = CD_MEMORYTYPE_UNIFIED;
+        *dev = ptr;
+    }
+}
+
+/* Enqueue op's 2-D piece (op->height rows) on stream: one cuMemcpy2DAsync. */
+static cdResult cd_memcpy2d(const cd_copy_op *op, const cd_run *run, cdStream stream)
+{
+    struct cd_memcpy2d c;
+    const void *dst_host = NULL;
+    memset(&c, 0, sizeof c);
+    cd_2d_side(&run->src, op->src, &c.src_memory_type, &c.src_host, &c.src_device);
+    cd_2d_side(&run->dst, op->dst, &c.dst_memory_type, &dst_host, &c.dst_device);
+    c.dst_host = (void *)(uintptr_t)dst_host;
+    c.src_pitch = (size_t)op->src_pitch;
+    c.dst_pitch = (size_t)op->dst_pitch;
+    c.width_in_bytes = (size_t)op->len;
+    c.height = (size_t)op->height;
+    return cd.cuMemcpy2DAsync(&c, stream);
+}
+
+/* The pack path (copy.go, 2-D pieces): a 2-D piece between device memory
+ * and packed CUDA-known host memory moves its narrow rows inside the device,
+ * through scratch, and crosses to or from the host as one contiguous copy,
+ * all on stream. A failure after the first copy synchronizes the stream. */
+static void cd_memcpy_packed(cd_copy_op *op, const cd_run *run, cdStream stream,
+                             uint64_t scratch)
+{
+    struct cd_memcpy2d c;
+    size_t bytes = (size_t)(op->len * op->height);
+    memset(&c, 0, sizeof c);
+    c.width_in_bytes = (size_t)op->len;
+    c.height = (size_t)op->height;
+    cdResult r;
+    if (op->kind == CD_KIND_D2H) {
+        const void *unused = NULL;
+        cd_2d_side(&run->src, op->src, &c.src_memory_type, &unused, &c.src_device);
+        c.src_pitch = (size_t)op->src_pitch;
+        c.dst_memory_type = CD_MEMORYTYPE_DEVICE;
+        c.dst_device = scratch;
+        c.dst_pitch = (size_t)op->len;
+        r = cd.cuMemcpy2DAsync(&c, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpy2DAsync;
+            op->err.result = r;
+            return;
+        }
+        r = cd.cuMemcpyAsync(op->dst, scratch, bytes, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpyAsync;
+            op->err.result = r;
+            (void)cd.cuStreamSynchronize(stream);
+        }
+        return;
+    }
+    r = cd.cuMemcpyAsync(scratch, op->src, bytes, stream);
+    if (r != CD_SUCCESS) {
+        op->err.entry = CD_IDX_cuMemcpyAsync;
+        op->err.result = r;
+        return;
+    }
+    const void *unused = NULL;
+    c.src_memory_type = CD_MEMORYTYPE_DEVICE;
+    c.src_device = scratch;
+    c.src_pitch = (size_t)op->len;
+    cd_2d_side(&run->dst, op->dst, &c.dst_memory_type, &unused, &c.dst_device);
+    c.dst_pitch = (size_t)op->dst_pitch;
+    r = cd.cuMemcpy2DAsync(&c, stream);
+    if (r != CD_SUCCESS) {
+        op->err.entry = CD_IDX_cuMemcpy2DAsync;
+        op->err.result = r;
+        (void)cd.cuStreamSynchronize(stream);
+    }
+}
+
 /* Enqueue op's piece and its run on stream: one cuMemcpyAsync, or one
  * cuMemcpyBatchAsync for a run where the driver has it (unless
  * CD_COPY_RUN_LOOP, or the run copies device to pageable host memory: the
@@ -284,11 +373,21 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
  * piece. If a run fails
  * part-way the stream is synchronized: nothing stays in flight on the
  * caller's buffers behind an error. */
-static void cd_memcpy_run(cd_copy_op *op, const cd_run *run, cdStream stream)
+static void cd_memcpy_run(cd_copy_op *op, const cd_run *run, cdStream stream, uint64_t scratch)
 {
     cdResult r;
     int32_t n = run->n + 1;
-    if (n == 1) {
+    if (scratch != 0) {
+        cd_memcpy_packed(op, run, stream, scratch);
+        return;
+    } else if (op->height != 0) {
+        r = cd_memcpy2d(op, run, stream);
+        if (r != CD_SUCCESS) {
+            op->err.entry = CD_IDX_cuMemcpy2DAsync;
+            op->err.result = r;
+        }
+        return;
+    } else if (n == 1) {
         r = cd.cuMemcpyAsync(op->dst, op->src, (size_t)op->len, stream);
     } else if (cd.cuMemcpyBatchAsync != NULL && !(op->flags & CD_COPY_RUN_LOOP) &&
                !(run->blocking && op->kind == CD_KIND_D2H)) {
@@ -349,6 +448,12 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     int sync = (op->flags & CD_COPY_SYNC) != 0;
     if (run->stage) /* also when planning: a staged piece takes no event */
         return CD_COPY_NEED_STAGE; /* Go stages it on this stream (copy.go, step 7) */
+    uint64_t scratch = 0;
+    if (run->pack && !(slot->scratch_off & (1u << op->kind))) {
+        if (slot->scratch_size[op->kind] < op->len * op->height)
+            return CD_COPY_NEED_SCRATCH; /* Go makes (or grows) it; also when planning */
+        scratch = slot->scratch[op->kind];
+    }
     if (!sync && (op->flags & CD_COPY_PLAN)) {
         op->taken = run->n; /* where the piece and its run would go; nothing issued */
         return CD_COPY_PLANNED;
@@ -375,7 +480,7 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
 
     int pushed = 0;
     if (cd_enter((cdContext)ctx, &pushed, &op->err) == CD_SUCCESS) {
-        cd_memcpy_run(op, run, stream); /* a failure leaves nothing in flight */
+        cd_memcpy_run(op, run, stream, scratch); /* a failure leaves nothing in flight */
         cdResult r = op->err.result;
         if (r == CD_SUCCESS && sync) {
             r = cd.cuStreamSynchronize(stream);
@@ -414,6 +519,21 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     return CD_COPY_DRIVER_ERROR;
 }
 
+/* A 2-D piece for the pack path (copy.go, 2-D pieces): narrow rows between
+ * device memory (not managed) and CUDA-known host memory whose rows are
+ * packed (pitch == width), in a zcopy. */
+static int cd_packs(const cd_copy_op *op, int kind, const cd_mem *src, const cd_mem *dst)
+{
+    if (op->height < 2 || op->len >= op->pack_below ||
+        (op->flags & (CD_COPY_SYNC | CD_COPY_NO_PACK)))
+        return 0;
+    if (kind == CD_KIND_D2H)
+        return !src->managed && !cd_pageable(dst) && op->dst_pitch == op->len;
+    if (kind == CD_KIND_H2D)
+        return !dst->managed && !cd_pageable(src) && op->src_pitch == op->len;
+    return 0;
+}
+
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,
             const cd_piece *more, int32_t nmore, const cd_mdesc *mems)
 {
@@ -436,11 +556,18 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
             return CD_COPY_STALE_MEMH;
         }
     }
-    if (cd_crosses_end(&src, op->src, op->len)) {
+    /* A 2-D piece's sides span (height - 1) * pitch + len bytes (the core
+     * checked that this does not overflow). */
+    uint64_t src_span = op->len, dst_span = op->len;
+    if (op->height != 0) {
+        src_span += (op->height - 1) * op->src_pitch;
+        dst_span += (op->height - 1) * op->dst_pitch;
+    }
+    if (cd_crosses_end(&src, op->src, src_span)) {
         op->side = 0;
         return CD_COPY_OUT_OF_RANGE;
     }
-    if (cd_crosses_end(&dst, op->dst, op->len)) {
+    if (cd_crosses_end(&dst, op->dst, dst_span)) {
         op->side = 1;
         return CD_COPY_OUT_OF_RANGE;
     }
@@ -488,9 +615,10 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     /* The run is found before the slot's lock is taken: its pointer queries
      * cost about as much as the issue itself. */
-    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min};
-    run.stage = run.blocking && op->stage_min != 0 && op->len >= op->stage_min;
-    if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage)
+    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min, src, dst,
+                  cd_packs(op, kind, &src, &dst)};
+    run.stage = run.blocking && op->stage_min != 0 && op->len >= op->stage_min && op->height == 0;
+    if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage && op->height == 0)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);

@@ -85,6 +85,12 @@ typedef struct cd_slot {
     uint32_t fence; /* bit k: stream k waits for a fence before its next copy */
     uint64_t queried[CD_NUM_ASYNC_KINDS]; /* per async kind: last queue entry progress queried */
     uint64_t issued[CD_NUM_ASYNC_KINDS];  /* per async kind: the newest queue entry (joins need it) */
+    /* The pack path of 2-D copies (copy.go): per kind H2D, D2H, a device
+     * buffer of the context used only on that kind's stream, 0 until made. */
+    uint64_t scratch[2];
+    uint64_t scratch_size[2];
+    uint32_t scratch_off; /* bit k: kind k has no scratch (allocation failed): plain 2-D */
+    uint32_t pad;
 } cd_slot;
 
 /* The copy protocol: its flags, results and request are explained once,
@@ -96,7 +102,8 @@ enum {
     CD_COPY_REUSE = 1u << 3,
     CD_COPY_LOCK = 1u << 4,
     CD_COPY_RUN_LOOP = 1u << 5,
-    CD_COPY_PLAN = 1u << 6
+    CD_COPY_PLAN = 1u << 6,
+    CD_COPY_NO_PACK = 1u << 7
 };
 
 /* The most pieces one run issues (core.MaxIOV). */
@@ -118,7 +125,8 @@ enum {
     CD_COPY_NEED_FENCE = 12,
     CD_COPY_PLANNED = 13,
     CD_COPY_STALE_MEMH = 14,
-    CD_COPY_NEED_STAGE = 15
+    CD_COPY_NEED_STAGE = 15,
+    CD_COPY_NEED_SCRATCH = 16
 };
 
 /* A range classified once, by a memory handle (cudadrv.MemDesc): what
@@ -165,6 +173,12 @@ typedef struct cd_copy_op {
     uintptr_t seen_primary;
     cd_err err;
     uint64_t stage_min; /* in: NEED_STAGE from this length on (pageable host memory); 0 off */
+    /* in: a 2-D piece (height > 0): height rows of len bytes, row i at
+     * src + i * src_pitch and dst + i * dst_pitch (copy.go, 2-D pieces) */
+    uint64_t height;
+    uint64_t src_pitch;
+    uint64_t dst_pitch;
+    uint64_t pack_below; /* in: pack 2-D rows narrower than this (copy.go); 0 never */
 } cd_copy_op;
 
 /* A piece that may join the run of cd_copy's (cudadrv.Piece). */
@@ -174,6 +188,9 @@ typedef struct cd_piece {
     uint64_t len;
     int32_t src_mem; /* as cd_copy_op's */
     int32_t dst_mem;
+    uint64_t height; /* as cd_copy_op's: 0 for a contiguous piece */
+    uint64_t src_pitch;
+    uint64_t dst_pitch;
 } cd_piece;
 
 int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op *op,

@@ -24,6 +24,7 @@ typedef struct CUevent_st *cdEvent;
 typedef void (*cdHostFn)(void *user_data);
 typedef unsigned long long cdMemHandle; /* CUmemGenericAllocationHandle */
 struct CUmemcpyAttributes_st;
+struct CUarray_st;         /* CUarray is a pointer to it (CUDA_MEMCPY2D) */
 struct CUmemPoolHandle_st; /* CUmemoryPool is a pointer to it */
 struct CUuuid_st;          /* 16 bytes */
 struct CUmod_st;           /* CUmodule is a pointer to it */

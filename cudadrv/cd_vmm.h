@@ -3,10 +3,11 @@
 #define CUCOPY_CD_VMM_H
 
 /*
- * Structs of the virtual memory API and of cuMemcpyBatchAsync. cuda.h
- * defines them under its own tags, so these use the project's tags;
- * tests/gpu/check_cuda_h.c proves size and every offset equal to
- * CUmemLocation, CUmemAllocationProp, CUmemAccessDesc, CUmemcpyAttributes.
+ * Structs of the virtual memory API, of cuMemcpyBatchAsync and of
+ * cuMemcpy2DAsync. cuda.h defines them under its own tags, so these use the
+ * project's tags; tests/gpu/check_cuda_h.c proves size and every offset
+ * equal to CUmemLocation, CUmemAllocationProp, CUmemAccessDesc,
+ * CUmemcpyAttributes, CUDA_MEMCPY2D.
  */
 struct cd_mem_location {
     unsigned int type; /* CD_MEM_LOCATION_TYPE_* */
@@ -35,6 +36,29 @@ struct cd_memcpy_attr {
     struct cd_mem_location src_loc_hint;
     struct cd_mem_location dst_loc_hint;
     unsigned int flags;
+};
+/* CUDA_MEMCPY2D (its _v2 ABI, the one cuMemcpy2DAsync_v2 takes): row i of
+ * the copy moves width bytes from src + i * src_pitch to dst + i * dst_pitch.
+ * A side of type CD_MEMORYTYPE_HOST is given by its host pointer, one of
+ * type CD_MEMORYTYPE_DEVICE or _UNIFIED by its device pointer; arrays are
+ * not used (NULL). */
+struct cd_memcpy2d {
+    size_t src_x_in_bytes;
+    size_t src_y;
+    unsigned int src_memory_type; /* CD_MEMORYTYPE_* */
+    const void *src_host;
+    unsigned long long src_device;
+    struct CUarray_st *src_array;
+    size_t src_pitch;
+    size_t dst_x_in_bytes;
+    size_t dst_y;
+    unsigned int dst_memory_type;
+    void *dst_host;
+    unsigned long long dst_device;
+    struct CUarray_st *dst_array;
+    size_t dst_pitch;
+    size_t width_in_bytes;
+    size_t height;
 };
 
 #endif

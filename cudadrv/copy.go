@@ -107,6 +107,31 @@ package cudadrv
 //     call is CopyDriverError with Err; a failed pop after an issued copy
 //     keeps its status and sets Err (EntryCtxPopCurrent).
 //
+// 2-D pieces (Height > 0; ep_copy_2d): Height rows of Len bytes, row i at
+// Src + i*SrcPitch and Dst + i*DstPitch. They follow the same steps with
+// these differences: step 1 checks each side's span [p, p + (Height-1) *
+// pitch + Len) against its allocation; step 2 answers CopyCPU as usual (the
+// caller copies row by row); a 2-D piece never takes a run and no run takes
+// it (cd_extend_run stops before it), and is never staged by the library
+// (StageMin does not apply: the driver stages pageable rows itself); step 8
+// issues one cuMemcpy2DAsync.
+//
+// The pack path: a 2-D zcopy piece with Len < PackBelow (not 0; no
+// CopyNoPack), KindD2H or KindH2D, whose device side is not managed memory
+// and whose host side is CUDA-known (not pageable) with its rows packed
+// (its pitch == Len), moves its rows inside the device through the slot's
+// Scratch[Kind]: D2H one cuMemcpy2DAsync from the source rows into the
+// scratch, packed, then one cuMemcpyAsync of Len*Height bytes from it to
+// the host; H2D the reverse. Both go on Stream[Kind] before the event is
+// recorded, and only that stream uses that scratch, so stream order keeps
+// the operations' uses of it apart; a failure after the first copy
+// synchronizes the stream. Step 7 checks, after the stage check and before
+// the plan: bit Kind of ScratchOff set is a plain 2-D copy; else a
+// ScratchSize[Kind] below Len*Height is CopyNeedScratch (nothing issued,
+// the lock released): the caller makes or grows the scratch under the
+// slot's lock, sets ScratchOff's bit when it cannot, or sets CopyNoPack
+// for a piece larger than it allows, and retries.
+//
 // Progress (QuerySlots) raises Queried[k] under the slot's lock before it
 // queries queue k's entries, so a piece never re-records an event that
 // progress may already have seen complete and popped; the core sets
@@ -126,6 +151,7 @@ const (
 	CopyLock        = C.CD_COPY_LOCK         // take the slot's lock; held on Queued and Joined
 	CopyRunLoop     = C.CD_COPY_RUN_LOOP     // issue a run with one cuMemcpyAsync per piece, not a batch
 	CopyPlan        = C.CD_COPY_PLAN         // zcopy: say where the piece and its run would go, issue nothing
+	CopyNoPack      = C.CD_COPY_NO_PACK      // a 2-D piece never takes the pack path
 )
 
 // MaxRun is the most pieces one Copy issues (its own and Taken of more).
@@ -134,8 +160,10 @@ const MaxRun = C.CD_MAX_RUN
 // Piece is one later piece of an operation, which may join the run of a
 // Copy (struct cd_piece).
 type Piece struct {
-	Dst, Src, Len  uint64
-	SrcMem, DstMem int32 // as CopyOp's
+	Dst, Src, Len      uint64
+	SrcMem, DstMem     int32  // as CopyOp's
+	Height             uint64 // as CopyOp's: 0 for a contiguous piece
+	SrcPitch, DstPitch uint64
 }
 
 // MemDesc is a range classified once, by a memory handle (struct cd_mdesc):
@@ -177,6 +205,7 @@ const (
 	CopyPlanned     CopyStatus = C.CD_COPY_PLANNED      // CopyPlan: Slot, Kind and Taken say where it would go
 	CopyStaleMemh   CopyStatus = C.CD_COPY_STALE_MEMH   // the memory handle of Side names a primary context reset since
 	CopyNeedStage   CopyStatus = C.CD_COPY_NEED_STAGE   // StageMin: the caller stages the piece on Stream[Kind] of Slot
+	CopyNeedScratch CopyStatus = C.CD_COPY_NEED_SCRATCH // the pack path: Scratch[Kind] of Slot is missing or too small
 )
 
 // CallError is a failed driver call as the C side reports it (struct
@@ -215,4 +244,9 @@ type CopyOp struct {
 	SeenPrimary Context // CopyNeedPrimary: the primary context found ended, 0 if none was set
 	Err         CallError
 	StageMin    uint64 // in: CopyNeedStage for a piece of at least this length with pageable memory; 0 never
+	// In: a 2-D piece (Height > 0): Height rows of Len bytes (2-D pieces, above).
+	Height    uint64
+	SrcPitch  uint64
+	DstPitch  uint64
+	PackBelow uint64 // in: the pack path for 2-D pieces with Len below this; 0 never
 }

@@ -84,6 +84,7 @@ CD_ENTRY(cuMemRelease, cuMemRelease, 10020, CD_OPTIONAL, (cdMemHandle handle))
 CD_ENTRY(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020, CD_OPTIONAL, (struct cd_mem_alloc_prop *prop, cdMemHandle handle))
 CD_ENTRY(cuMemGetAccess, cuMemGetAccess, 10020, CD_OPTIONAL, (unsigned long long *flags, const struct cd_mem_location *location, cdDevicePtr ptr))
 CD_ENTRY(cuMemPoolGetAccess, cuMemPoolGetAccess, 11020, CD_OPTIONAL, (unsigned int *flags, struct CUmemPoolHandle_st *pool, struct cd_mem_location *location))
+CD_ENTRY(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, 3020, CD_REQUIRED, (const struct cd_memcpy2d *copy, cdStream stream))
 CD_ENTRY(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v2, 13000, CD_OPTIONAL, (cdDevicePtr *dsts, cdDevicePtr *srcs, size_t *sizes, size_t count, struct CUmemcpyAttributes_st *attrs, size_t *attr_idxs, size_t num_attrs, cdStream stream))
 
 CD_ENTRY(cuCtxCreate, cuCtxCreate_v2, 3020, CD_TESTS, (cdContext *ctx, unsigned int flags, cdDevice dev))

@@ -58,6 +58,7 @@ const (
 	EntryCtxGetId             Entry = C.CD_IDX_cuCtxGetId
 	EntryPointerGetAttributes Entry = C.CD_IDX_cuPointerGetAttributes
 	EntryMemcpyAsync          Entry = C.CD_IDX_cuMemcpyAsync
+	EntryMemcpy2DAsync        Entry = C.CD_IDX_cuMemcpy2DAsync
 	EntryEventRecord          Entry = C.CD_IDX_cuEventRecord
 	EntryEventQuery           Entry = C.CD_IDX_cuEventQuery
 	EntryStreamSynchronize    Entry = C.CD_IDX_cuStreamSynchronize

@@ -82,6 +82,14 @@ type Slot struct {
 	// piece joins only that entry (CopyReuse), so that every entry of a
 	// queue is last recorded after every earlier one's.
 	Issued [NumAsyncKinds]uint64
+	// Scratch[k], ScratchSize[k] (k KindH2D, KindD2H): the device buffer of
+	// the pack path of 2-D copies on Stream[k] (copy.go, 2-D pieces), 0
+	// until made; bit k of ScratchOff: none could be made, 2-D copies of
+	// that kind are plain ones. Written by the core under the slot's lock.
+	Scratch     [2]uint64
+	ScratchSize [2]uint64
+	ScratchOff  uint32
+	_           uint32
 }
 
 // Lock takes the slot's lock word, shared with cd_copy (C atomics on the

@@ -73,7 +73,7 @@ module cucopy
 
   ! ------------------------------------------------------------- version
   integer(c_int), parameter :: CUCOPY_VERSION_MAJOR = 0
-  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 4
+  integer(c_int), parameter :: CUCOPY_VERSION_MINOR = 5
   integer(c_int), parameter :: CUCOPY_VERSION_PATCH = 0
   integer(c_int), parameter :: CUCOPY_VERSION = &
       CUCOPY_VERSION_MAJOR * 10000 + CUCOPY_VERSION_MINOR * 100 + CUCOPY_VERSION_PATCH
@@ -316,6 +316,19 @@ module cucopy
     type(c_ptr) :: dst_memh
     type(c_ptr) :: src_memh
   end type cucopy_copy_t
+
+  !> struct cucopy_copy_2d: one entry of cucopy_ep_copy_2d, height rows of
+  !> width bytes, row i at dst + i * dst_pitch and src + i * src_pitch.
+  type, bind(C) :: cucopy_copy_2d_t
+    type(c_ptr) :: dst
+    integer(c_size_t) :: dst_pitch
+    type(c_ptr) :: src
+    integer(c_size_t) :: src_pitch
+    integer(c_size_t) :: width
+    integer(c_size_t) :: height
+    type(c_ptr) :: dst_memh
+    type(c_ptr) :: src_memh
+  end type cucopy_copy_2d_t
 
   type, bind(C) :: cucopy_context_params_t
     integer(c_int64_t) :: field_mask
@@ -727,6 +740,16 @@ module cucopy
       type(c_ptr), value :: comp
       integer(c_int) :: status
     end function cucopy_ep_copy_batch
+
+    function cucopy_ep_copy_2d(ep, copies, count, comp) &
+        bind(C, name="cucopy_ep_copy_2d") result(status)
+      import :: c_int, c_ptr, c_size_t, cucopy_copy_2d_t
+      type(c_ptr), value :: ep
+      type(cucopy_copy_2d_t), intent(in) :: copies(*)
+      integer(c_size_t), value :: count
+      type(c_ptr), value :: comp
+      integer(c_int) :: status
+    end function cucopy_ep_copy_2d
 
     function cucopy_ep_flush(ep, flags, comp) bind(C, name="cucopy_ep_flush") result(status)
       import :: c_int, c_ptr

@@ -45,7 +45,7 @@ extern "C" {
  *  Compile-time version; cucopy_get_version() returns the run-time one. */
 /**@{*/
 #define CUCOPY_VERSION_MAJOR 0
-#define CUCOPY_VERSION_MINOR 4
+#define CUCOPY_VERSION_MINOR 5
 #define CUCOPY_VERSION_PATCH 0
 /** MAJOR*10000 + MINOR*100 + PATCH */
 #define CUCOPY_VERSION \
@@ -123,6 +123,23 @@ typedef struct cucopy_copy {
     cucopy_memh_h dst_memh; /**< A handle whose range holds the destination, or NULL. */
     cucopy_memh_h src_memh; /**< A handle whose range holds the source, or NULL. */
 } cucopy_copy_t;
+
+/**
+ * One entry of cucopy_ep_copy_2d(): @a height rows of @a width bytes, row i
+ * from @a src + i * @a src_pitch to @a dst + i * @a dst_pitch. Each side
+ * spans [p, p + (height - 1) * pitch + width); the bytes between its rows are
+ * neither read (source) nor written (destination).
+ */
+typedef struct cucopy_copy_2d {
+    void *dst;              /**< Destination of row 0; host, device or managed memory. */
+    size_t dst_pitch;       /**< Bytes from one destination row to the next; >= width. */
+    const void *src;        /**< Source of row 0. */
+    size_t src_pitch;       /**< Bytes from one source row to the next; >= width. */
+    size_t width;           /**< Bytes per row; 0 skips the entry. */
+    size_t height;          /**< Rows; 0 skips the entry. */
+    cucopy_memh_h dst_memh; /**< A handle whose range holds the destination span, or NULL. */
+    cucopy_memh_h src_memh; /**< A handle whose range holds the source span, or NULL. */
+} cucopy_copy_2d_t;
 
 /** @name Version and errors */
 /**@{*/
@@ -967,6 +984,31 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_zcopy_memh(cucopy_ep_h ep, const cucopy
  */
 CUCOPY_API cucopy_status_t cucopy_ep_copy_batch(cucopy_ep_h ep, const cucopy_copy_t *copies,
                                                 size_t count, cucopy_completion_t *comp);
+
+/**
+ * Strided (2-D) copies in one call, with one completion: the contract of
+ * cucopy_ep_copy_batch() (return values, NO_RESOURCE with nothing issued,
+ * the completion called exactly once, ordering within the endpoint), with
+ * @a height rows of @a width bytes per entry (cucopy_copy_2d_t). An entry of
+ * one row, or whose pitches both equal its width, is a contiguous copy (a
+ * cucopy_ep_copy_batch() entry); any other entry is one cuMemcpy2DAsync, or
+ * for rows narrower than CUCOPY_2D_PACK_BELOW bytes between device memory
+ * and pinned or registered host memory whose rows are packed (host pitch ==
+ * width), a 2-D copy inside the device through a scratch buffer and one
+ * contiguous copy across the bus (docs/design.md); either way the call is
+ * asynchronous. Thread safety as the other ep calls. Any memory kind on either
+ * side: device, managed, pinned, registered or pageable host memory;
+ * host-to-host entries run on the CPU. The copies run in no set order among
+ * themselves: no entry's destination span may overlap another entry's
+ * source or destination span, nor its own source span.
+ * @return CUCOPY_ERR_INVALID_PARAM for @a count 0 or above
+ *   cucopy_iface_attr_t::max_iov, NULL @a copies, a NULL address in a
+ *   non-empty entry, a pitch below the width with more than one row, or a
+ *   span that overflows the address space; handle errors as
+ *   cucopy_ep_copy_batch(); all found before anything is issued.
+ */
+CUCOPY_API cucopy_status_t cucopy_ep_copy_2d(cucopy_ep_h ep, const cucopy_copy_2d_t *copies,
+                                             size_t count, cucopy_completion_t *comp);
 
 /**
  * Flush the endpoint: completes once every operation issued on it before the

@@ -16,6 +16,11 @@ import (
 
 func h2d(e *env) cudadrv.CopyOp { return cudadrv.CopyOp{Src: e.h0, Dst: e.d0a, Len: 64} }
 
+// twoD is a 2-D piece of height rows of width bytes.
+func twoD(src, srcPitch, dst, dstPitch, width, height uint64) cudadrv.CopyOp {
+	return cudadrv.CopyOp{Src: src, SrcPitch: srcPitch, Dst: dst, DstPitch: dstPitch, Len: width, Height: height}
+}
+
 // copying is a case that copies 64 bytes from src to dst and nothing else.
 func copying(buffers func(e *env) (src, dst uint64)) func(r *run) outcome {
 	return func(r *run) outcome {
@@ -67,6 +72,23 @@ func cases() []copyCase {
 		return func(r *run) outcome {
 			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
 			return r.copyRun(h2d(r.env), more(r.env))
+		}
+	}
+	// packing: a 2-D piece of 4 rows of 8 B between d0a (pitch 32) and
+	// packed pinned p0 in direction kind, PackBelow 64, on a full slot 0
+	// that edit prepares.
+	packing := func(kind int, edit func(r *run, s *cudadrv.Slot)) func(r *run) outcome {
+		return func(r *run) outcome {
+			s := r.full(0, r.ctx[0], kind, "ev0")
+			if edit != nil {
+				edit(r, s)
+			}
+			op := twoD(r.d0a, 32, r.p0, 8, 8, 4)
+			if kind == cudadrv.KindH2D {
+				op = twoD(r.p0, 8, r.d0a, 32, 8, 4)
+			}
+			op.PackBelow = 64
+			return r.copy(op)
 		}
 	}
 	h2dAt := func(e *env, off uint64) cudadrv.Piece {
@@ -569,6 +591,48 @@ func cases() []copyCase {
 		}, want: with(at0(cudadrv.CopyDriverError, cudadrv.KindH2D), func(o *outcome) {
 			o.Err, o.Code = "cuMemcpyAsync", cudadrv.ErrorIllegalAddress
 		})},
+
+		// 2-D pieces (copy.go, "2-D pieces") and the pack path.
+		{name: "2d/h2d", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			return r.copy(twoD(r.h0, 16, r.d0a, 32, 8, 4))
+		}, want: queuedRun(0)},
+		{name: "2d/span-past-the-end", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			return r.copy(twoD(r.h0, 16, r.d0a+bufSize-100, 32, 8, 4)) // spans 3*32 + 8 = 104 bytes
+		}, want: outcome{Status: cudadrv.CopyOutOfRange, Slot: -1, Side: 1}},
+		{name: "2d/takes-no-run", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			return r.copyRun(twoD(r.h0, 16, r.d0a, 32, 8, 4), []cudadrv.Piece{h2dAt(r.env, 1024)})
+		}, want: queuedRun(0)},
+		{name: "2d/no-run-takes-it", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			p := cudadrv.Piece{Src: r.h0 + 1024, Dst: r.d0a + 1024, Len: 8, Height: 4, SrcPitch: 16, DstPitch: 32}
+			return r.copyRun(h2d(r.env), []cudadrv.Piece{h2dAt(r.env, 512), p})
+		}, want: queuedRun(1)},
+		{name: "2d/pack-needs-scratch", run: packing(cudadrv.KindD2H, nil), want: at0(cudadrv.CopyNeedScratch, cudadrv.KindD2H)},
+		{name: "2d/pack-needs-a-larger-scratch", run: packing(cudadrv.KindH2D, func(r *run, s *cudadrv.Slot) {
+			s.Scratch[cudadrv.KindH2D], s.ScratchSize[cudadrv.KindH2D] = r.d0b, 16
+		}), want: at0(cudadrv.CopyNeedScratch, cudadrv.KindH2D)},
+		{name: "2d/pack-with-scratch", run: packing(cudadrv.KindD2H, func(r *run, s *cudadrv.Slot) {
+			s.Scratch[cudadrv.KindD2H], s.ScratchSize[cudadrv.KindD2H] = r.d0b, bufSize
+		}), want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
+		{name: "2d/pack-off-for-the-slot", run: packing(cudadrv.KindD2H, func(r *run, s *cudadrv.Slot) {
+			s.ScratchOff = 1 << cudadrv.KindD2H
+		}), want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
+		{name: "2d/no-pack-for-pageable-or-strided-host-or-wide-rows", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
+			for _, op := range []cudadrv.CopyOp{twoD(r.d0a, 32, r.h0, 8, 8, 4), twoD(r.d0a, 32, r.p0, 16, 8, 4), twoD(r.d0a, 128, r.p0, 64, 64, 4)} {
+				op.PackBelow = 64
+				if o := r.copy(op); o.Status != cudadrv.CopyQueued {
+					return o
+				}
+				r.slots[0].Event = r.event(r.ctx[0], "ev0")
+			}
+			op := twoD(r.d0a, 32, r.p0, 8, 8, 4) // would pack, but CopyNoPack
+			op.Flags, op.PackBelow = cudadrv.CopyNoPack, 64
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
 
 		// Last: it resets device 1's primary context for good. A primary
 		// context retained into primary[] and reset since answers

@@ -143,6 +143,9 @@ func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cud
 		more = more[:cudadrv.MaxRun-1]
 	}
 	for n, p := range more {
+		if p.Height != 0 { // a 2-D piece: its own call issues it
+			return n, pageable
+		}
 		if (p.SrcMem > 0 && p.SrcMem != op.SrcMem) || (p.DstMem > 0 && p.DstMem != op.DstMem) {
 			return n, pageable // a described side joins only on the same description
 		}
@@ -221,17 +224,23 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		op.Side = 1
 		return cudadrv.CopyStaleMemh
 	}
-	if src.crossesEnd(op.Src, op.Len) {
+	// A 2-D piece's sides span (Height-1)*pitch + Len bytes (cudadrv/copy.go).
+	srcSpan, dstSpan := op.Len, op.Len
+	if op.Height != 0 {
+		srcSpan += (op.Height - 1) * op.SrcPitch
+		dstSpan += (op.Height - 1) * op.DstPitch
+	}
+	if src.crossesEnd(op.Src, srcSpan) {
 		op.Side = 0
 		return cudadrv.CopyOutOfRange
 	}
-	if dst.crossesEnd(op.Dst, op.Len) {
+	if dst.crossesEnd(op.Dst, dstSpan) {
 		op.Side = 1
 		return cudadrv.CopyOutOfRange
 	}
 	// Stricter than cd_copy, which leaves such a host range to the copy
 	// (a fault, or a CPU copy past the end): a violation.
-	from, to := d.span(op.Src, op.Len), d.span(op.Dst, op.Len)
+	from, to := d.span(op.Src, srcSpan), d.span(op.Dst, dstSpan)
 	if from == nil || to == nil {
 		d.violate(ErrIllegalAddress, "Copy: host range [0x%x -> 0x%x, +%d) leaves its allocation", op.Src, op.Dst, op.Len)
 		return driverErr(op, cudadrv.EntryMemcpyAsync, ErrIllegalAddress)
@@ -287,7 +296,8 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	sync := op.Flags&cudadrv.CopySync != 0
 	run, blocking := 0, src.pageable() || dst.pageable()
 	stage := blocking && op.StageMin != 0 && op.Len >= op.StageMin
-	if !sync && len(more) > 0 && !stage {
+	stage = stage && op.Height == 0
+	if !sync && len(more) > 0 && !stage && op.Height == 0 {
 		runPeer := cudadrv.Context(0)
 		if kind == cudadrv.KindPeer {
 			runPeer = peer
@@ -349,6 +359,13 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	if stage { // also when planning: a staged piece takes no event
 		return cudadrv.CopyNeedStage // the caller stages it (core/stage.go)
 	}
+	var scratch uint64 // the pack path (cudadrv/copy.go, 2-D pieces)
+	if packs(op, kind, &src, &dst) && slot.ScratchOff&(1<<op.Kind) == 0 {
+		if slot.ScratchSize[op.Kind] < op.Len*op.Height {
+			return cudadrv.CopyNeedScratch
+		}
+		scratch = slot.Scratch[op.Kind]
+	}
 	if !sync && op.Flags&cudadrv.CopyPlan != 0 {
 		op.Taken = int32(run)
 		return cudadrv.CopyPlanned
@@ -408,6 +425,49 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return driverErr(op, cudadrv.EntryMemcpyAsync, code)
 	}
 	w := &work{stream: stream, run: func() { copy(to, from) }}
+	if op.Height != 0 {
+		// cuMemcpy2DAsync, with the C fake's checks.
+		if code := d.fault("Copy2D"); code != 0 {
+			return driverErr(op, cudadrv.EntryMemcpy2DAsync, code)
+		}
+		if op.Height > 1 && (op.SrcPitch < op.Len || op.DstPitch < op.Len) {
+			return driverErr(op, cudadrv.EntryMemcpy2DAsync, ErrInvalidValue)
+		}
+		d.calls["Copy2D"]++
+		rows, n, sp, dp := op.Height, op.Len, op.SrcPitch, op.DstPitch
+		w.run = func() {
+			for r := uint64(0); r < rows; r++ {
+				copy(to[r*dp:r*dp+n], from[r*sp:r*sp+n])
+			}
+		}
+		if scratch != 0 {
+			// Through the scratch (its rows packed), then one contiguous
+			// copy: the same bytes land, the scratch must be device memory
+			// of the context.
+			buf := d.span(scratch, n*rows)
+			if a := d.find(scratch); buf == nil || a.typ != memTypeDevice || a.ctx != ctx {
+				d.violate(ErrIllegalAddress, "Copy: scratch 0x%x is not %d bytes of device memory of context 0x%x", scratch, n*rows, ctx)
+				return driverErr(op, cudadrv.EntryMemcpy2DAsync, ErrIllegalAddress)
+			}
+			d.calls["Pack"]++
+			d2h := kind == cudadrv.KindD2H
+			w.run = func() {
+				if !d2h {
+					copy(buf, from[:n*rows])
+				}
+				for r := uint64(0); r < rows; r++ {
+					if d2h {
+						copy(buf[r*n:r*n+n], from[r*sp:r*sp+n])
+					} else {
+						copy(to[r*dp:r*dp+n], buf[r*n:r*n+n])
+					}
+				}
+				if d2h {
+					copy(to[:n*rows], buf)
+				}
+			}
+		}
+	}
 	if run > 0 {
 		// One batch (cd_copy on a driver with cuMemcpyBatchAsync): all or
 		// nothing, as the C fake's.
@@ -443,6 +503,20 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return cudadrv.CopyJoined
 	}
 	return cudadrv.CopyQueued
+}
+
+// packs is cd_packs: a 2-D piece for the pack path.
+func packs(op *cudadrv.CopyOp, kind int32, src, dst *mem) bool {
+	if op.Height < 2 || op.Len >= op.PackBelow || op.Flags&(cudadrv.CopySync|cudadrv.CopyNoPack) != 0 {
+		return false
+	}
+	switch kind {
+	case cudadrv.KindD2H:
+		return !src.managed && !dst.pageable() && op.DstPitch == op.Len
+	case cudadrv.KindH2D:
+		return !dst.managed && !src.pageable() && op.SrcPitch == op.Len
+	}
+	return false
 }
 
 // gone is cd_incarnation_gone: device-level state and the primary

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The copy engine: cuMemcpyAsync, cuMemcpyBatchAsync, the synchronous
+ * The copy engine: cuMemcpyAsync, cuMemcpyBatchAsync, cuMemcpy2DAsync, the synchronous
  * cuMemcpyHtoD/DtoH/DtoD and cuMemsetD8. Every range is translated through
  * the allocation table (fakecuda_mem.c) to the CPU view a stream's worker
  * copies with, and checked as the GPU would: freed memory, a range past the
@@ -185,6 +185,101 @@ cdResult cuMemcpyBatchAsync_v2(cdDevicePtr *dsts, cdDevicePtr *srcs, size_t *siz
     }
     pthread_mutex_unlock(&fk_lock);
     free(ops);
+    return rc;
+}
+
+/* One side of a 2-D copy: its address (the driver's X and Y offsets
+ * applied), and the check of its memory type against what the range is:
+ * HOST names memory the CPU reaches (pageable, cuMemHostAlloc,
+ * cuMemHostRegister), DEVICE device-side memory, UNIFIED either. Arrays are
+ * not emulated. */
+static cdResult fk_2d_side(unsigned type, const void *host, cdDevicePtr dev, const void *array,
+                           size_t x, size_t y, size_t pitch, cdDevicePtr *addr)
+{
+    if (array != NULL || type == CD_MEMORYTYPE_ARRAY)
+        return fk_violation(CD_ERROR_NOT_SUPPORTED, "cuMemcpy2DAsync: the fake has no CUDA arrays");
+    if (type != CD_MEMORYTYPE_HOST && type != CD_MEMORYTYPE_DEVICE && type != CD_MEMORYTYPE_UNIFIED)
+        return CD_ERROR_INVALID_VALUE;
+    cdDevicePtr base = type == CD_MEMORYTYPE_HOST ? (cdDevicePtr)(uintptr_t)host : dev;
+    if (base == 0 || (y != 0 && pitch > (UINT64_MAX - x) / y))
+        return CD_ERROR_INVALID_VALUE;
+    *addr = base + y * pitch + x;
+    return *addr < base ? CD_ERROR_INVALID_VALUE : CD_SUCCESS;
+}
+
+/* The translated range of a 2-D side holds the kind of memory its type says. */
+static cdResult fk_2d_kind(unsigned type, const struct fk_span *sp, cdDevicePtr addr)
+{
+    const struct fk_alloc *a = sp->ref;
+    int host = a == NULL || a->kind == FK_MEM_HOST_ALLOC || a->kind == FK_MEM_HOST_REGISTERED;
+    if (type == CD_MEMORYTYPE_HOST && !host)
+        return fk_violation(CD_ERROR_INVALID_VALUE,
+                            "cuMemcpy2DAsync: %#llx is device-side memory given as "
+                            "CU_MEMORYTYPE_HOST",
+                            addr);
+    if (type == CD_MEMORYTYPE_DEVICE && a == NULL)
+        return fk_violation(CD_ERROR_INVALID_VALUE,
+                            "cuMemcpy2DAsync: %#llx is pageable host memory given as "
+                            "CU_MEMORYTYPE_DEVICE",
+                            addr);
+    return CD_SUCCESS;
+}
+
+cdResult cuMemcpy2DAsync_v2(const struct cd_memcpy2d *c, cdStream stream)
+{
+    FK_ENTER(cuMemcpy2DAsync);
+    if (c == NULL)
+        return CD_ERROR_INVALID_VALUE;
+    size_t w = c->width_in_bytes, h = c->height;
+    /* The driver's checks: each pitch holds a row (for more than one row),
+     * and the spans [p, p + (h - 1) * pitch + w) do not wrap. */
+    if (h > 1 && (c->src_pitch < w || c->dst_pitch < w))
+        return CD_ERROR_INVALID_VALUE;
+    if (h > 1 &&
+        (c->src_pitch > (SIZE_MAX - w) / (h - 1) || c->dst_pitch > (SIZE_MAX - w) / (h - 1)))
+        return CD_ERROR_INVALID_VALUE;
+    cdDevicePtr dst = 0, src = 0;
+    cdResult rc = fk_2d_side(c->src_memory_type, c->src_host, c->src_device, c->src_array,
+                             c->src_x_in_bytes, c->src_y, c->src_pitch, &src);
+    if (rc == CD_SUCCESS)
+        rc = fk_2d_side(c->dst_memory_type, c->dst_host, c->dst_device, c->dst_array,
+                        c->dst_x_in_bytes, c->dst_y, c->dst_pitch, &dst);
+    if (rc != CD_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&fk_lock);
+    struct fk_stream *s = NULL;
+    struct fk_op *op = NULL;
+    rc = fk_stream_for_work_locked(stream, "cuMemcpy2DAsync", &s);
+    if (rc == CD_SUCCESS && w > 0 && h > 0 && (op = fk_op_new(FK_OP_COPY2D)) == NULL)
+        rc = CD_ERROR_OUT_OF_MEMORY;
+    if (op != NULL) {
+        unsigned long long ctx_id = 0;
+        int device = fk_stream_owner(s, &ctx_id)->device;
+        struct fk_span d = {NULL, NULL};
+        struct fk_span sp = {NULL, NULL};
+        rc = fk_mem_translate(dst, (h - 1) * c->dst_pitch + w, "cuMemcpy2DAsync", device, 1, &d);
+        op->dst = d.cpu;
+        op->refs[0] = d.ref;
+        if (rc == CD_SUCCESS) {
+            rc = fk_mem_translate(src, (h - 1) * c->src_pitch + w, "cuMemcpy2DAsync", device, 0,
+                                  &sp);
+            op->src = sp.cpu;
+            op->refs[1] = sp.ref;
+        }
+        if (rc == CD_SUCCESS)
+            rc = fk_2d_kind(c->dst_memory_type, &d, dst);
+        if (rc == CD_SUCCESS)
+            rc = fk_2d_kind(c->src_memory_type, &sp, src);
+        op->bytes = w;
+        op->height = h;
+        op->dst_pitch = c->dst_pitch;
+        op->src_pitch = c->src_pitch;
+        if (rc == CD_SUCCESS)
+            fk_enqueue_locked(s, op);
+        else
+            fk_op_discard(op);
+    }
+    pthread_mutex_unlock(&fk_lock);
     return rc;
 }
 

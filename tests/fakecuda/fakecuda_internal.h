@@ -244,6 +244,7 @@ enum fk_op_kind {
     FK_OP_HOST_FN,
     FK_OP_KERNEL, /* value: the kernel faults (fakecuda_module.c) */
     FK_OP_WAIT,   /* cuStreamWaitEvent: until event reached record seq */
+    FK_OP_COPY2D, /* cuMemcpy2DAsync: height rows of bytes, at the pitches */
 };
 
 struct fk_event;
@@ -254,6 +255,9 @@ struct fk_op {
     char *dst;
     const char *src;
     size_t bytes;
+    size_t height;    /* FK_OP_COPY2D: rows of bytes */
+    size_t dst_pitch; /* FK_OP_COPY2D */
+    size_t src_pitch;
     int value;
     struct fk_alloc *refs[2]; /* keep the memory mapped until the op ran */
     struct fk_event *event;

@@ -970,6 +970,94 @@ static void test_streams(cdContext ctx0, cdContext ctx1)
     free(dst);
 }
 
+/* cuMemcpy2DAsync: rows at their pitches (the holes untouched), the
+ * driver's checks, memory types against what the ranges are, stream order
+ * under a delay, injected faults. */
+static void test_memcpy2d(cdContext ctx0)
+{
+    enum { W = 8, H = 16, SP = 24, DP = 40, N = 1024 };
+    OK(drv.cuCtxPushCurrent(ctx0));
+    cdStream s = NULL;
+    cdDevicePtr d = 0;
+    void *pinned = NULL;
+    OK(drv.cuStreamCreate(&s, CD_STREAM_NON_BLOCKING));
+    OK(drv.cuMemAlloc(&d, N));
+    OK(drv.cuMemHostAlloc(&pinned, N, CD_MEMHOSTALLOC_PORTABLE));
+    unsigned char src[N], out[N];
+    for (int i = 0; i < N; i++)
+        src[i] = (unsigned char)(i * 7 + 1);
+    OK(drv.cuMemsetD8(d, 0xee, N));
+    /* Pageable rows (pitch SP) -> device rows (pitch DP). */
+    struct cd_memcpy2d c = {0};
+    c.src_memory_type = CD_MEMORYTYPE_HOST;
+    c.src_host = src;
+    c.src_pitch = SP;
+    c.dst_memory_type = CD_MEMORYTYPE_DEVICE;
+    c.dst_device = d;
+    c.dst_pitch = DP;
+    c.width_in_bytes = W;
+    c.height = H;
+    fk.set_delay_us(2000);
+    OK(drv.cuMemcpy2DAsync(&c, s));
+    CHECK_RC(drv.cuStreamQuery(s), CD_ERROR_NOT_READY); /* still queued behind the delay */
+    fk.set_delay_us(0);
+    OK(drv.cuStreamSynchronize(s));
+    OK(drv.cuMemcpyDtoH(out, d, N));
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        int row = i / DP, col = i % DP;
+        unsigned char want = row < H && col < W ? src[row * SP + col] : 0xee;
+        ok &= out[i] == want;
+    }
+    CHECK(ok);
+    /* Device rows -> packed pinned rows, unified addressing on both sides. */
+    struct cd_memcpy2d u = {0};
+    u.src_memory_type = CD_MEMORYTYPE_UNIFIED;
+    u.src_device = d;
+    u.src_pitch = DP;
+    u.dst_memory_type = CD_MEMORYTYPE_UNIFIED;
+    u.dst_device = (cdDevicePtr)(uintptr_t)pinned;
+    u.dst_pitch = W;
+    u.width_in_bytes = W;
+    u.height = H;
+    OK(drv.cuMemcpy2DAsync(&u, s));
+    OK(drv.cuStreamSynchronize(s));
+    ok = 1;
+    for (int r = 0; r < H; r++)
+        ok &= memcmp((unsigned char *)pinned + r * W, src + r * SP, W) == 0;
+    CHECK(ok);
+    /* The driver's checks, nothing queued. */
+    struct cd_memcpy2d bad = c;
+    bad.dst_pitch = W - 1;
+    CHECK_RC(drv.cuMemcpy2DAsync(&bad, s), CD_ERROR_INVALID_VALUE); /* pitch below the width */
+    bad = c;
+    bad.src_pitch = SIZE_MAX / 2;
+    CHECK_RC(drv.cuMemcpy2DAsync(&bad, s), CD_ERROR_INVALID_VALUE); /* the span wraps */
+    CHECK_RC(drv.cuMemcpy2DAsync(NULL, s), CD_ERROR_INVALID_VALUE);
+    bad = c;
+    bad.dst_device = d + N - 100; /* 15 * 40 + 8 bytes from there leave the allocation */
+    VIOLATES(drv.cuMemcpy2DAsync(&bad, s), CD_ERROR_INVALID_VALUE);
+    bad = c;
+    bad.dst_memory_type = CD_MEMORYTYPE_HOST; /* device memory given as host memory */
+    bad.dst_host = (void *)(uintptr_t)d;
+    VIOLATES(drv.cuMemcpy2DAsync(&bad, s), CD_ERROR_INVALID_VALUE);
+    bad = c;
+    bad.src_memory_type = CD_MEMORYTYPE_DEVICE; /* pageable memory given as device memory */
+    bad.src_device = (cdDevicePtr)(uintptr_t)src;
+    VIOLATES(drv.cuMemcpy2DAsync(&bad, s), CD_ERROR_INVALID_VALUE);
+    /* An injected fault does nothing. */
+    OK(drv.cuMemsetD8(d, 0xee, N));
+    fk.fail("cuMemcpy2DAsync", 1, CD_ERROR_LAUNCH_FAILED);
+    CHECK_RC(drv.cuMemcpy2DAsync(&c, s), CD_ERROR_LAUNCH_FAILED);
+    OK(drv.cuStreamSynchronize(s));
+    OK(drv.cuMemcpyDtoH(out, d, 16));
+    CHECK(out[0] == 0xee && out[15] == 0xee);
+    OK(drv.cuMemFreeHost(pinned));
+    OK(drv.cuMemFree(d));
+    OK(drv.cuStreamDestroy(s));
+    OK(drv.cuCtxPopCurrent(NULL));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -990,6 +1078,7 @@ int main(int argc, char **argv)
     test_pools(ctx0, ctx1);
     test_kernels(ctx0, ctx1);
     test_streams(ctx0, ctx1);
+    test_memcpy2d(ctx0);
 
     /* Leave nothing behind: the fake's exit report must stay silent. */
     OK(drv.cuDevicePrimaryCtxRelease(0));

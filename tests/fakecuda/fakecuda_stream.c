@@ -82,6 +82,10 @@ static void fk_run_op(struct fk_stream *s, struct fk_op *op)
         if (!poisoned)
             memset(op->dst, op->value, op->bytes);
         break;
+    case FK_OP_COPY2D:
+        for (size_t i = 0; !poisoned && i < op->height; i++)
+            memmove(op->dst + i * op->dst_pitch, op->src + i * op->src_pitch, op->bytes);
+        break;
     case FK_OP_RECORD:
         break;
     case FK_OP_WAIT:

@@ -39,6 +39,7 @@
 #define cd_mem_location CUmemLocation_st
 #define cd_mem_alloc_prop CUmemAllocationProp_st
 #define cd_mem_access_desc CUmemAccessDesc_st
+#define cd_memcpy2d CUDA_MEMCPY2D_st
 #include "cd_types.h"
 
 #include <stddef.h>
@@ -195,6 +196,7 @@ _Static_assert(sizeof(cdResult) == sizeof(CUresult), "cdResult size");
 #undef cd_mem_location
 #undef cd_mem_alloc_prop
 #undef cd_mem_access_desc
+#undef cd_memcpy2d
 #undef CD_VMM_FROM_CUDA_H
 #include "cd_vmm.h"
 
@@ -222,6 +224,23 @@ SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, src_access_order, srcAccessOrder
 SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, src_loc_hint, srcLocHint)
 SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, dst_loc_hint, dstLocHint)
 SAME_MEMBER(cd_memcpy_attr, CUmemcpyAttributes, flags, flags)
+SAME_SIZE(cd_memcpy2d, CUDA_MEMCPY2D)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_x_in_bytes, srcXInBytes)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_y, srcY)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_memory_type, srcMemoryType)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_host, srcHost)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_device, srcDevice)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_array, srcArray)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, src_pitch, srcPitch)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_x_in_bytes, dstXInBytes)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_y, dstY)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_memory_type, dstMemoryType)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_host, dstHost)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_device, dstDevice)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_array, dstArray)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, dst_pitch, dstPitch)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, width_in_bytes, WidthInBytes)
+SAME_MEMBER(cd_memcpy2d, CUDA_MEMCPY2D, height, Height)
 
 struct entry {
     const char *name;

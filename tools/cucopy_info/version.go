@@ -6,6 +6,6 @@ package main
 // _MINOR and _PATCH in include/cucopy.h; version_test.go checks it.
 const (
 	versionMajor = 0
-	versionMinor = 4
+	versionMinor = 5
 	versionPatch = 0
 )

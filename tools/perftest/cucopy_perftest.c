@@ -84,6 +84,8 @@ struct options {
     int current; /* device whose primary context is current; -1: none */
     double target_s;  /* seconds per measurement */
     double timeout_s; /* one loop longer than this is a hang */
+    struct shape2d { size_t width, height, pitch; } shapes[MAX_SIZES]; /* --2d */
+    int nshapes; /* > 0: only the 2-D rows */
 };
 
 static struct options opt = {
@@ -261,6 +263,11 @@ static void usage(FILE *f)
             "  --format table|csv       output format (default table)\n"
             "  --current N|none         context current on the thread calling cucopy: the\n"
             "                           primary context of device N (default 0), or none\n"
+            "  --2d WxH:PITCH[,...]     instead of the tests above: strided copies of H rows of\n"
+            "                           W bytes, PITCH apart on the device, packed on the host\n"
+            "                           (d2h gathers, h2d scatters), on the first --devices\n"
+            "                           device and each --host kind; cucopy_ep_copy_2d against\n"
+            "                           one raw cuMemcpy2DAsync per op, each op waited for\n"
             "  --help                   this text\n"
             "\n"
             "lat:  put_short (h2d, d2d, peer) or get_short (d2h) of each size, average us\n"
@@ -268,7 +275,9 @@ static void usage(FILE *f)
             "bw:   put_zcopy/get_zcopy with W ops outstanding, progress polled, GB/s (1e9);\n"
             "      raw: cuMemcpyAsync + cuEventRecord per op, cuEventQuery polling.\n"
             "rate: as bw, in million ops per second.\n"
-            "ratio > 1.0 means cucopy is faster (lat: raw/cucopy; bw and rate: cucopy/raw).\n"
+            "2d:   cucopy_ep_copy_2d + progress until it completes, us per op; raw:\n"
+            "      cuMemcpy2DAsync + cuStreamSynchronize.\n"
+            "ratio > 1.0 means cucopy is faster (lat and 2d: raw/cucopy; bw and rate: cucopy/raw).\n"
             "Exit status: 0 success, 1 usage or setup error, 2 a copy failed or produced\n"
             "wrong data, or cucopy changed the caller's current context.\n"
             "Environment: CUCOPY_CUDA_DRIVER selects the driver (e.g. the fake one).\n");
@@ -373,6 +382,22 @@ static int add_test(const char *item, void *arg)
     return -1;
 }
 
+/* --2d: WxH:PITCH, sizes with K/M/G suffixes. */
+static int add_shape(const char *item, void *arg)
+{
+    (void)arg;
+    char w[64], h[64], p[64];
+    if (opt.nshapes == MAX_SIZES || sscanf(item, "%63[^x]x%63[^:]:%63s", w, h, p) != 3)
+        return -1;
+    struct shape2d *sh = &opt.shapes[opt.nshapes];
+    if (parse_size(w, &sh->width) != 0 || parse_size(h, &sh->height) != 0 ||
+        parse_size(p, &sh->pitch) != 0 || sh->width == 0 || sh->height == 0 ||
+        sh->pitch < sh->width || sh->height > SIZE_MAX / sh->pitch)
+        return -1;
+    opt.nshapes++;
+    return 0;
+}
+
 static long parse_long(const char *what, const char *s, long min)
 {
     char *end;
@@ -397,7 +422,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_HELP
+        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_2D, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -419,6 +444,7 @@ static void parse_options(int argc, char **argv)
         {"stats", no_argument, NULL, O_STATS},
         {"format", required_argument, NULL, O_FORMAT},
         {"current", required_argument, NULL, O_CURRENT},
+        {"2d", required_argument, NULL, O_2D},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -449,6 +475,9 @@ static void parse_options(int argc, char **argv)
                 opt.hosts = (1u << HOST_PINNED) | (1u << HOST_PAGEABLE) | (1u << HOST_REGISTERED);
             else
                 die("bad --host '%s' (pinned, pageable, registered, both or all)", optarg);
+            break;
+        case O_2D:
+            parse_list("2d shape", optarg, add_shape, NULL);
             break;
         case O_SIZES: {
             opt.nsizes = 0;
@@ -539,6 +568,11 @@ static void parse_options(int argc, char **argv)
         fprintf(stderr, "cucopy_perftest: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         exit(1);
+    }
+    if (opt.nshapes > 0) {
+        /* The 2-D rows allocate their own buffers: the common ones stay small. */
+        opt.nsizes = opt.nrate_sizes = 1;
+        opt.sizes[0] = opt.rate_sizes[0] = 8;
     }
     if (opt.nsizes == 0) {
         opt.nsizes = (int)(sizeof(default_sizes) / sizeof(default_sizes[0]));
@@ -1706,12 +1740,200 @@ static void run_all(void)
     free(lanes);
 }
 
+/* ------------------------------------------------------------------------ */
+/* --2d: strided copies                                                     */
+
+/* A completion that sets a flag. */
+struct flag_comp {
+    cucopy_completion_t comp;
+    int done;
+};
+
+static void flag_done(cucopy_completion_t *c)
+{
+    ((struct flag_comp *)c)->done = 1;
+}
+
+/* One strided copy: gather (d2h: device rows -> packed host) or scatter
+ * (h2d), by cucopy or raw, waited for. 0 or -1 (reported). */
+static int run_2d_op(enum impl impl, int d2h, const struct shape2d *sh, cdDevicePtr dev,
+                     void *host, cdStream stream)
+{
+    if (impl == IMPL_RAW) {
+        struct cd_memcpy2d c;
+        memset(&c, 0, sizeof c);
+        c.width_in_bytes = sh->width;
+        c.height = sh->height;
+        /* The device side strided, the host side packed. */
+        c.src_memory_type = d2h ? CD_MEMORYTYPE_DEVICE : CD_MEMORYTYPE_HOST;
+        c.src_device = d2h ? dev : 0;
+        c.src_host = d2h ? NULL : host;
+        c.src_pitch = d2h ? sh->pitch : sh->width;
+        c.dst_memory_type = d2h ? CD_MEMORYTYPE_HOST : CD_MEMORYTYPE_DEVICE;
+        c.dst_device = d2h ? 0 : dev;
+        c.dst_host = d2h ? host : NULL;
+        c.dst_pitch = d2h ? sh->width : sh->pitch;
+        cdResult r = td.cuMemcpy2DAsync(&c, stream);
+        if (r == CD_SUCCESS)
+            r = td.cuStreamSynchronize(stream);
+        if (r != CD_SUCCESS) {
+            drv_error("cuMemcpy2DAsync", r);
+            return -1;
+        }
+        return 0;
+    }
+    cucopy_copy_2d_t e = {(void *)(uintptr_t)dev, sh->pitch, host, sh->width,
+                          sh->width, sh->height, NULL, NULL};
+    if (d2h)
+        e = (cucopy_copy_2d_t){host, sh->width, (void *)(uintptr_t)dev, sh->pitch,
+                               sh->width, sh->height, NULL, NULL};
+    struct flag_comp fc = {{flag_done, 1, CUCOPY_OK}, 0};
+    cucopy_status_t st = cucopy_ep_copy_2d(ep, &e, 1, &fc.comp);
+    if (st == CUCOPY_INPROGRESS) {
+        double t0 = now_s();
+        while (!fc.done) {
+            (void)cucopy_iface_progress(iface);
+            if (now_s() - t0 > opt.timeout_s) {
+                fprintf(stderr, "cucopy_perftest: cucopy_ep_copy_2d did not complete\n");
+                return -1;
+            }
+        }
+        st = fc.comp.status;
+    }
+    if (st != CUCOPY_OK) {
+        cu_error("cucopy_ep_copy_2d", st);
+        return -1;
+    }
+    return 0;
+}
+
+/* Seconds per op of impl: warm-up, then as many ops as fill --time. */
+static double time_2d(enum impl impl, int d2h, const struct shape2d *sh, cdDevicePtr dev,
+                      void *host, cdStream stream)
+{
+    for (int i = 0; i < 3; i++)
+        if (run_2d_op(impl, d2h, sh, dev, host, stream) != 0)
+            return -1;
+    long n = 0;
+    double t0 = now_s(), t = 0;
+    while (t < opt.target_s && (opt.iters_cap == 0 || n < opt.iters_cap)) {
+        if (run_2d_op(impl, d2h, sh, dev, host, stream) != 0)
+            return -1;
+        n++;
+        t = now_s() - t0;
+    }
+    return t / (double)n;
+}
+
+/* The data of the last op of a row: the packed host image of the rows. */
+static int verify_2d(int d2h, const struct shape2d *sh, cdDevicePtr dev, const unsigned char *host,
+                     int devn, const char *who)
+{
+    size_t span = (sh->height - 1) * sh->pitch + sh->width;
+    unsigned char *img = malloc(span);
+    if (img == NULL)
+        die("out of memory");
+    mem_read(devn, dev, img, span);
+    int bad = 0;
+    for (size_t r = 0; r < sh->height && !bad; r++)
+        bad = memcmp(img + r * sh->pitch, host + r * sh->width, sh->width) != 0;
+    free(img);
+    if (bad)
+        fprintf(stderr, "cucopy_perftest: 2d %s %s: the rows differ\n", d2h ? "d2h" : "h2d", who);
+    return bad;
+}
+
+static void run_2d(void)
+{
+    int d = opt.devices[0];
+    printf("# 2d: device %d, H rows of W bytes PITCH apart on the device, packed on the host;\n"
+           "# cucopy_ep_copy_2d + progress vs cuMemcpy2DAsync + cuStreamSynchronize, median of %d\n"
+           "# %-20s %-4s %-9s %9s %11s %9s %7s %11s\n",
+           d, opt.repeat, "shape", "dir", "host", "payload", "cucopy_us", "raw_us", "ratio",
+           "cucopy_GB/s");
+    for (int i = 0; i < opt.nshapes; i++) {
+        const struct shape2d *sh = &opt.shapes[i];
+        size_t span = (sh->height - 1) * sh->pitch + sh->width, packed = sh->width * sh->height;
+        cdDevicePtr dev = 0;
+        cdStream stream = NULL;
+        push_ctx(d);
+        TD_CHECK(td.cuMemAlloc(&dev, span));
+        TD_CHECK(td.cuStreamCreate(&stream, CD_STREAM_NON_BLOCKING));
+        pop_ctx();
+        for (int h = 0; h < HOST_REGISTERED; h++) {
+            if (!(opt.hosts & (1u << h)))
+                continue;
+            void *host = NULL;
+            if (h == HOST_PINNED) {
+                push_ctx(d);
+                TD_CHECK(td.cuMemHostAlloc(&host, packed, CD_MEMHOSTALLOC_PORTABLE));
+                pop_ctx();
+            } else if (posix_memalign(&host, 4096, packed) != 0) {
+                die("out of memory");
+            }
+            for (int d2h = 1; d2h >= 0; d2h--) {
+                double t[IMPL_COUNT][MAX_REPEAT];
+                int ok = 1;
+                for (int rep = 0; rep < opt.repeat && ok; rep++)
+                    for (int k = 0; k < IMPL_COUNT && ok; k++) {
+                        enum impl impl = (enum impl)((k + rep) % IMPL_COUNT);
+                        /* A fresh pattern on the source side, checked after. */
+                        unsigned char *img = malloc(d2h ? span : packed);
+                        if (img == NULL)
+                            die("out of memory");
+                        for (size_t b = 0; b < (d2h ? span : packed); b++)
+                            img[b] = pattern_byte(pattern_seed, b);
+                        pattern_seed++;
+                        if (d2h)
+                            mem_write(d, dev, img, span);
+                        else
+                            memcpy(host, img, packed);
+                        free(img);
+                        t[impl][rep] = time_2d(impl, d2h, sh, dev, host, stream);
+                        ok = t[impl][rep] > 0 &&
+                             !verify_2d(d2h, sh, dev, host, d, impl == IMPL_RAW ? "raw" : "cucopy");
+                    }
+                char shape[64], pay[16];
+                snprintf(shape, sizeof shape, "%zux%zu:%zu", sh->width, sh->height, sh->pitch);
+                fmt_size(pay, sizeof pay, packed);
+                if (!ok) {
+                    printf("  %-20s %-4s %-9s %9s %11s\n", shape, d2h ? "d2h" : "h2d",
+                           host_names[h], pay, "FAILED");
+                    failures++;
+                    continue;
+                }
+                double cu = median(t[IMPL_CUCOPY], opt.repeat);
+                double raw = median(t[IMPL_RAW], opt.repeat);
+                printf("  %-20s %-4s %-9s %9s %11.1f %9.1f %7.2f %11.2f\n", shape,
+                       d2h ? "d2h" : "h2d", host_names[h], pay, cu * 1e6, raw * 1e6, raw / cu,
+                       (double)packed / cu / 1e9);
+            }
+            if (h == HOST_PINNED) {
+                push_ctx(d);
+                TD_CHECK(td.cuMemFreeHost(host));
+                pop_ctx();
+            } else {
+                free(host);
+            }
+        }
+        push_ctx(d);
+        TD_CHECK(td.cuStreamDestroy(stream));
+        TD_CHECK(td.cuMemFree(dev));
+        pop_ctx();
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     parse_options(argc, argv);
     setup();
-    print_header();
-    run_all();
+    if (opt.nshapes > 0) {
+        run_2d();
+    } else {
+        print_header();
+        run_all();
+    }
     teardown();
     /* The fake driver counts uses the real driver rejects or leaves undefined. */
     long (*violations)(void) = (long (*)(void))testdrv_fake_sym("fakecuda_violations");
