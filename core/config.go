@@ -20,7 +20,7 @@ type Config struct {
 	IOVBatch   IOVBatch // CUCOPY_IOV_BATCH, default auto
 	Calibrate  bool     // CUCOPY_CALIBRATE: estimates measure each pair once (estimate.go)
 	Stage      Stage    // CUCOPY_STAGE*: pageable staging (stage.go)
-	PackBelow  uint64   // CUCOPY_2D_PACK_BELOW, default 64: 2-D rows narrower than this take the pack path (pack.go); 0 never
+	PackBelow  uint64   // CUCOPY_2D_PACK_BELOW, default 32: 2-D rows narrower than this take the pack path (pack.go); 0 never
 }
 
 // Stage is how large copies between pageable host memory and a GPU are
@@ -59,11 +59,13 @@ const (
 	DefaultLanes      = 16
 	MaxLanes          = 16
 	MaxIOV            = 64
-	// Measured on an H200 (tests/gpu/strided_probe.c), 512 KiB of rows
-	// between device and pinned host memory: the pack path wins below 64 B
-	// rows (8 B: 36 us against 88 us D2H, 35 against 151 H2D), ties at 64 B
-	// and loses from 128 B on.
-	DefaultPackBelow = 64
+	// Measured on an H200 through cucopy_ep_copy_2d (tests/gpu/copy2d.sh,
+	// docs/gpu-validation.md run A of the fourth session), 512 KiB of rows
+	// 2 KiB apart between device and pinned host memory, pack path against
+	// plain 2-D, D2H / H2D us: 8 B rows 42 / 56 against 99 / 185, 16 B 56 /
+	// 56 against 57 / 74, 32 B 45 / 45 against 37 / 41, 64 B about equal:
+	// the pack path pays from 32 B on.
+	DefaultPackBelow = 32
 	maxPackBelow     = 1 << 20
 	maxEventsLimit   = 1 << 20
 	maxPollLimit     = 1 << 16

@@ -27,7 +27,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.Config{
 		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 16, LogLevel: core.LogWarn, Stats: false,
-		Stage: core.Stage{Threshold: 32 << 20, Chunk: 16 << 20, Threads: 8, Pool: 2}, PackBelow: 64,
+		Stage: core.Stage{Threshold: 32 << 20, Chunk: 16 << 20, Threads: 8, Pool: 2}, PackBelow: 32,
 	}, cfg)
 }
 

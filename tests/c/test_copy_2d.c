@@ -2,8 +2,8 @@
 /*
  * Strided copies (cucopy_ep_copy_2d), through the C ABI:
  *  - data for every pair of memory kinds (pageable, pinned, device 0,
- *    device 1: peer, managed; host-host runs on the CPU), rows of 1, 8, 63,
- *    64, 65 and 2048 bytes (around CUCOPY_2D_PACK_BELOW's default), both
+ *    device 1: peer, managed; host-host runs on the CPU), rows of 1, 8, 31,
+ *    32, 33, 64 and 2048 bytes (around CUCOPY_2D_PACK_BELOW's default), both
  *    sides strided, one side packed (pitch == width: an MPI gather or
  *    scatter), both packed (a contiguous copy), and one row with a pitch
  *    below the width; every byte of the destination buffer is checked, so
@@ -76,8 +76,8 @@ static int verify(const struct tc_buf *dst, size_t doff, size_t soff, const cuco
     return !bad;
 }
 
-/* CUCOPY_2D_PACK_BELOW as the library reads it (default 64). */
-static size_t pack_below = 64;
+/* CUCOPY_2D_PACK_BELOW as the library reads it (default 32). */
+static size_t pack_below = 32;
 
 /* A strided entry takes the pack path: rows narrower than pack_below
  * between device memory (not managed) and pinned host memory whose rows
@@ -147,7 +147,7 @@ static int copy_one(const struct tc_buf *dst, size_t doff, size_t dpitch, const 
                    width, dpitch, spitch) == 0;
 }
 
-static const size_t widths[] = {1, 8, 63, 64, 65, 2048};
+static const size_t widths[] = {1, 8, 31, 32, 33, 64, 2048};
 
 static void phase_matrix(void)
 {

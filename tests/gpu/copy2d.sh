@@ -17,10 +17,11 @@
 #             CUCOPY_2D_PACK_BELOW=0. ratio = raw us / cucopy us (raw: one
 #             cuMemcpy2DAsync).
 #
-# Expected on an H200 (tests/gpu/strided_probe.c measured the two paths):
-# defaults, pinned: 8 B rows ratio about 2.4 (d2h) and 4 (h2d), 16 and 32 B
-# above 1.5, 64 B and wider about 1.0, the y-face about 1.0; with
-# CUCOPY_2D_PACK_BELOW=0 every row about 1.0. Exit status 1 when a test
+# Measured on an H200 (docs/gpu-validation.md, fourth session, run A):
+# defaults, pinned: 8 B rows ratio 2.1 (d2h) and 2.9 (h2d), 16 B rows (also
+# packed) 0.8-1.2, wider rows and the y-face (plain 2-D copies) 0.6-0.9: one
+# operation's issue-to-completion cost over cuStreamSynchronize; with
+# CUCOPY_2D_PACK_BELOW=0 every row 0.6-0.9. Exit status 1 when a test
 # failed or the 8 B pinned rows with the defaults are below 1.5 x raw.
 set -uo pipefail
 build=$(cd "${1:?usage: copy2d.sh BUILD_DIR [OUT_DIR]}" && pwd)
