@@ -266,11 +266,13 @@ typedef void (*f_mrecv_fn)(void *, fint *, fint *, fint *, fint *, fint *);
 
 /* After a blocking receive into staging memory (@p e: its ierror, @p fs its
  * Fortran status). */
-static int f_finish_recv(const char *call, fint e, struct shim_buf *b, const fint *fs,
+static int f_finish_recv(const char *call, fint e, struct shim_buf *b, fint *fs,
                          MPI_Comm comm)
 {
     MPI_Status cs = c_status(fs);
-    return shim_finish_recv(call, e, b, &cs, comm);
+    int rc = shim_finish_recv(call, e, b, &cs, comm);
+    PMPI_Status_c2f(&cs, fs); /* a pipelined message's count (docs/mpi.md) */
+    return rc;
 }
 
 static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source, fint *tag,
@@ -497,6 +499,7 @@ static void f_wait(f_wait_fn fn, fint *req, fint *status, fint *ierr)
     }
     MPI_Status cs = c_status(s);
     int rc2 = shim_rec_finish(r, &cs, shim_copy_ok(e));
+    PMPI_Status_c2f(&cs, s); /* a pipelined message's count (docs/mpi.md) */
     set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
 }
 
@@ -533,6 +536,7 @@ static void f_test(int get_status, f_test_fn fn, fint *req, fint *flag, fint *st
     } else {
         MPI_Status cs = c_status(s);
         rc2 = shim_rec_finish(r, &cs, shim_copy_ok(e));
+        PMPI_Status_c2f(&cs, s);
     }
     set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
 }
