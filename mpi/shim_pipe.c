@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +341,8 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
             int flag = 0;
             PMPI_Testall(posted, ps->reqs, &flag, MPI_STATUSES_IGNORE); /* MPI's progress */
         }
+        if (posted < n && !copy_is_done(&ps->copy[posted]))
+            sched_yield(); /* the copy engine (or the driver's threads) works */
     }
     shim_stats_add(0, b.device, b.bytes);
     if (erc != MPI_SUCCESS) {
@@ -408,6 +411,7 @@ static int recv_stream(const char *call, const struct pipe_env *env, char *host,
     int next = 0, finished = 0, rc = MPI_SUCCESS;
     cucopy_status_t failed = CUCOPY_OK;
     while (finished < n) {
+        int moved = 0;
         for (int i = 0; i < RECV_WINDOW && next < n; i++) {
             struct pipe_slot *sl = &slot[i];
             if (sl->k >= 0)
@@ -472,7 +476,10 @@ static int recv_stream(const char *call, const struct pipe_env *env, char *host,
             }
             sl->k = -1;
             finished++;
+            moved = 1;
         }
+        if (!moved)
+            sched_yield(); /* MPI and the copies work elsewhere */
     }
     /* An error left posted receives or copies: wait for them (the memory
      * they touch is the caller's). */
