@@ -331,6 +331,20 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
 
 /* ---- persistent requests --------------------------------------------------------- */
 
+/* A persistent request on the user's (host) buffer; a receive's is recorded
+ * with pipelining on, so that each completion checks for an envelope. */
+#define INIT_HOST(NAME, SFX, RECV)                                                            \
+    (RECV && shim_pipe_on() && count != 0 && peer != MPI_PROC_NULL                            \
+         ? shim_pipe_init_host(PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req), req,   \
+                               "MPI_" #NAME #SFX, (void *)buf, count, dt, comm)              \
+         : PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req))
+
+static int shim_pipe_init_host(int rc, MPI_Request *req, const char *call, void *buf,
+                               MPI_Count count, MPI_Datatype dt, MPI_Comm comm)
+{
+    return rc == MPI_SUCCESS ? shim_pipe_watch(req, call, buf, count, dt, comm, 1) : rc;
+}
+
 /* The staging memory is taken at init and kept to MPI_Request_free; PMPI's
  * request is made on it. MPI_Start (shim_complete.c) copies a send's device
  * bytes in; each completion copies a receive's bytes out. */
@@ -339,14 +353,14 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                     int peer, int tag, MPI_Comm comm, MPI_Request *req)       \
     {                                                                                         \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || peer == MPI_PROC_NULL)           \
-            return PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req);                    \
+            return INIT_HOST(NAME, SFX, RECV);                                                \
         struct shim_buf b;                                                                    \
         int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm,                          \
                             RECV ? SHIM_FROM_MPI : 0, &b);                                    \
         if (rc != MPI_SUCCESS)                                                                \
             return rc;                                                                        \
         if (!b.staged)                                                                        \
-            return PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req);                    \
+            return INIT_HOST(NAME, SFX, RECV);                                                \
         rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, peer, tag, comm, req);            \
         if (rc != MPI_SUCCESS) {                                                              \
             shim_release(&b);                                                                 \

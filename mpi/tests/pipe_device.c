@@ -320,6 +320,11 @@ static void test_combined(void)
             expect_msg(&b, big, base + k);
             put(&b);
             MPI_OK(MPI_Send(b.p, (int)big, MPI_BYTE, peer, TAG + k, pair));
+            if (k == 4 || k == 5) { /* the persistent receives' second round */
+                struct buf small = msg_buf(0, 100, 100, base + 10 + k);
+                MPI_OK(MPI_Send(small.p, 100, MPI_BYTE, peer, TAG + k, pair));
+                drop(&small);
+            }
         }
         char ack = 0;
         MPI_OK(MPI_Recv(&ack, 1, MPI_CHAR, peer, TAG, pair, MPI_STATUS_IGNORE));
@@ -349,18 +354,30 @@ static void test_combined(void)
     check_status(&st, big, peer, TAG + 3, "Mrecv");
     expect_msg(&m, big, base + 3);
     verify(&m, "Mrecv (dev 0)");
-    /* A persistent receive on device 1, started twice. */
-    struct buf p = mk(1, big);
-    MPI_Request pr;
-    MPI_OK(MPI_Recv_init(p.p, (int)big, MPI_BYTE, peer, MPI_ANY_TAG, pair, &pr));
+    /* Persistent receives, on device 1 and on the host, each started twice
+     * (the second time by a message that is not pipelined). */
     for (int k = 4; k < 6; k++) {
-        MPI_OK(MPI_Start(&pr));
-        MPI_OK(MPI_Wait(&pr, &st));
-        check_status(&st, big, peer, TAG + k, "Recv_init + Start");
-        expect_msg(&p, big, base + k);
-        verify(&p, "Recv_init + Start (dev 1)");
+        struct buf p = mk(k == 4 ? 1 : HOST, big);
+        MPI_Request pr;
+        MPI_OK(MPI_Recv_init(p.p, (int)big, MPI_BYTE, peer, MPI_ANY_TAG, pair, &pr));
+        for (int round = 0; round < 2; round++) {
+            size_t n = round ? 100 : big;
+            MPI_OK(MPI_Start(&pr));
+            MPI_OK(MPI_Wait(&pr, &st));
+            check_status(&st, n, peer, TAG + k, "Recv_init + Start");
+            if (round == 0) {
+                expect_msg(&p, big, base + k);
+            } else {
+                struct buf small = mk(HOST, 100);
+                expect_msg(&small, 100, base + 10 + k);
+                memcpy(want_at(&p, 0), want_at(&small, 0), 100);
+                drop(&small);
+            }
+            verify(&p, k == 4 ? "Recv_init + Start (dev 1)" : "Recv_init + Start (host)");
+        }
+        MPI_OK(MPI_Request_free(&pr));
+        drop(&p);
     }
-    MPI_OK(MPI_Request_free(&pr));
     /* A host receive whose datatype has holes: blocks of 1000 bytes every 1100
      * (the envelope is read with MPI_Pack, the chunks scattered with
      * shim_pipe_scatter); the holes keep their bytes. */
@@ -386,7 +403,6 @@ static void test_combined(void)
     drop(&r);
     drop(&h);
     drop(&m);
-    drop(&p);
 }
 
 /* ---- the large-count forms (an MPI-4 library) ------------------------------------------ */
