@@ -42,6 +42,7 @@ static int pipe_world_rank, pipe_world_size;
 static _Atomic unsigned pipe_next_tag;
 
 static _Atomic unsigned long long stat_sent, stat_received;
+static _Atomic unsigned long long stat_dropped; /* bytes of truncated streams drained */
 
 /* Chunk receives posted at once on the receiving side, and device->host
  * copies in flight at once on the sending side. */
@@ -456,6 +457,10 @@ static int recv_stream(const char *call, const struct pipe_env *env, char *host,
                 size_t off = (size_t)sl->k * chunk;
                 if (sl->land != host + off && sl->fit > 0)
                     memcpy(host + off, sl->land, sl->fit);
+                if (sl->land != host + off)
+                    atomic_fetch_add_explicit(&stat_dropped,
+                                              chunk_len(total, chunk, sl->k) - sl->fit,
+                                              memory_order_relaxed);
                 if (dev != NULL && sl->fit > 0) {
                     sl->copying = 1;
                     if (!copy_start(&sl->copy, host + off, dev + off, sl->fit))
@@ -637,8 +642,9 @@ int shim_pipe_stats(char *out, size_t len)
     if (shim_pipe_threshold == 0)
         return snprintf(out, len, "%s", ""); /* the line as without pipelining */
     return snprintf(out, len, "; pipelined (>= %zu KiB, chunks of %zu KiB): sent %llu, "
-                              "received %llu",
+                              "received %llu, truncated bytes dropped %llu",
                     shim_pipe_threshold >> 10, pipe_chunk >> 10,
                     (unsigned long long)atomic_load(&stat_sent),
-                    (unsigned long long)atomic_load(&stat_received));
+                    (unsigned long long)atomic_load(&stat_received),
+                    (unsigned long long)atomic_load(&stat_dropped));
 }
