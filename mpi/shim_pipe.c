@@ -258,16 +258,39 @@ static size_t chunk_len(size_t total, size_t chunk, int k)
     return total - off < chunk ? total - off : chunk;
 }
 
+/* A buffer's layout: its capacity in bytes, the type's size and
+ * true lower bound, and whether it is one contiguous block. 0, or -1 for a
+ * type or count MPI will have refused. */
+struct recv_layout {
+    size_t cap;
+    MPI_Count size, tlb;
+    int dense;
+};
+
+static int layout_of(MPI_Count count, MPI_Datatype dt, struct recv_layout *l)
+{
+    MPI_Count text = 0, lb = 0, ext = 0;
+    if (PMPI_Type_size_x(dt, &l->size) != MPI_SUCCESS || l->size <= 0 || count < 0 ||
+        PMPI_Type_get_true_extent_x(dt, &l->tlb, &text) != MPI_SUCCESS ||
+        PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS ||
+        (unsigned long long)count > SIZE_MAX / (unsigned long long)l->size)
+        return -1;
+    l->cap = (size_t)count * (size_t)l->size;
+    l->dense = l->size == text && (count == 1 || ext == l->size);
+    return 0;
+}
+
 int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
                    MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
                    int *rc)
 {
-    MPI_Count size = 0;
+    struct recv_layout l;
     int inter = 1;
-    if (PMPI_Type_size_x(dt, &size) != MPI_SUCCESS || size <= 0 || count <= 0 ||
-        (unsigned long long)count > SIZE_MAX / (unsigned long long)size ||
-        (size_t)count * (size_t)size < shim_pipe_threshold ||
-        PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
+    /* Contiguous buffers only: the chunks are the buffer's bytes in order
+     * (a staging of non-contiguous types packs them: not pipelined). */
+    if (count <= 0 || layout_of(count, dt, &l) != 0 || !l.dense ||
+        l.cap < shim_pipe_threshold || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+        inter)
         return 0;
     int dest_world = world_rank_of(comm, dest);
     if (dest_world < 0)
@@ -556,28 +579,6 @@ int shim_pipe_scatter(const void *packed, size_t bytes, void *buf, MPI_Count cou
                            pipe_tag_ub, pipe_comm, MPI_STATUS_IGNORE);
     pthread_mutex_unlock(&self_mu);
     return rc;
-}
-
-/* A receive buffer's layout: its capacity in bytes, the type's size and
- * true lower bound, and whether it is one contiguous block. 0, or -1 for a
- * type or count MPI will have refused. */
-struct recv_layout {
-    size_t cap;
-    MPI_Count size, tlb;
-    int dense;
-};
-
-static int layout_of(MPI_Count count, MPI_Datatype dt, struct recv_layout *l)
-{
-    MPI_Count text = 0, lb = 0, ext = 0;
-    if (PMPI_Type_size_x(dt, &l->size) != MPI_SUCCESS || l->size <= 0 || count < 0 ||
-        PMPI_Type_get_true_extent_x(dt, &l->tlb, &text) != MPI_SUCCESS ||
-        PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS ||
-        (unsigned long long)count > SIZE_MAX / (unsigned long long)l->size)
-        return -1;
-    l->cap = (size_t)count * (size_t)l->size;
-    l->dense = l->size == text && (count == 1 || ext == l->size);
-    return 0;
 }
 
 int shim_pipe_host_recv(const char *call, int rc, void *buf, MPI_Count count, MPI_Datatype dt,
