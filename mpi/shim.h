@@ -583,6 +583,12 @@ struct shim_rec {
     size_t out[2];        /* a collective: bytes of buf, buf2 MPI writes (0: none) */
     struct shim_piece *pieces[2]; /* a v collective: what MPI writes, block by block */
     int npieces[2];
+    /* A pipelined message received before the completion call that reports
+     * it (Request_get_status, shim_pipe_early): its count and result, given
+     * to that call's status. */
+    int pipe_done;
+    int pipe_rc;
+    MPI_Count pipe_bytes;
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in
@@ -725,6 +731,10 @@ int shim_pipe_watch(MPI_Request *req, const char *call, void *buf, MPI_Count cou
  * host memory; the datatype staging's integration point). */
 int shim_pipe_scatter(const void *packed, size_t bytes, void *buf, MPI_Count count,
                       MPI_Datatype dt, MPI_Comm comm);
+struct shim_batch;
+/* Before a Waitall: receive the stream of each of its receives as soon as
+ * that receive got an envelope, not after every request completed. */
+void shim_pipe_early(struct shim_batch *bt);
 /* Append the pipelining part of the stats line. */
 int shim_pipe_stats(char *out, size_t len);
 

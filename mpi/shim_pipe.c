@@ -43,6 +43,7 @@ static _Atomic unsigned pipe_next_tag;
 
 static _Atomic unsigned long long stat_sent, stat_received;
 static _Atomic unsigned long long stat_dropped; /* bytes of truncated streams drained */
+static _Atomic unsigned long long stat_early;   /* streams taken by shim_pipe_early */
 
 /* Chunk receives posted at once on the receiving side, and device->host
  * copies in flight at once on the sending side. */
@@ -638,14 +639,70 @@ int shim_pipe_watch(MPI_Request *req, const char *call, void *buf, MPI_Count cou
                       : shim_rec_add(req, 1, comm, call, &hb);
 }
 
+/* A receive of the batch whose stream may still have to be taken. */
+static int early_candidate(const struct shim_rec *r)
+{
+    return r != NULL && r->recv && !r->coll && !r->copied && (!r->persistent || r->active) &&
+           r->buf.bytes >= SHIM_PIPE_ENV_BYTES;
+}
+
+void shim_pipe_early(struct shim_batch *bt)
+{
+    if (SHIM_LIKELY(!shim_pipe_on()))
+        return;
+    int left = 0;
+    for (int i = 0; i < bt->n; i++)
+        left += early_candidate(bt->recs[i]);
+    if (left == 0)
+        return;
+    /* Polled without completing (MPI_Request_get_status): a receive that got
+     * an envelope takes its stream now (shim_rec_copy_now: the record keeps
+     * the count for the status of the Waitall), one that got a plain
+     * message is left to the Waitall. */
+    char stack_seen[SHIM_STACK_REQUESTS];
+    char *seen = bt->n <= SHIM_STACK_REQUESTS ? stack_seen : calloc((size_t)bt->n, 1);
+    if (seen == NULL)
+        return; /* the Waitall takes them, in its order */
+    memset(seen, 0, (size_t)bt->n);
+    while (left > 0) {
+        int moved = 0;
+        for (int i = 0; i < bt->n; i++) {
+            struct shim_rec *r = bt->recs[i];
+            if (seen[i] || !early_candidate(r))
+                continue;
+            int flag = 0;
+            MPI_Status st;
+            if (PMPI_Request_get_status(r->req, &flag, &st) != MPI_SUCCESS) {
+                left = 0; /* the Waitall reports it */
+                break;
+            }
+            if (!flag)
+                continue;
+            if (shim_pipe_is_envelope(MPI_SUCCESS, &st, r->buf.host)) {
+                shim_rec_copy_now(r, &st); /* an error is raised there, and kept */
+                atomic_fetch_add_explicit(&stat_early, 1, memory_order_relaxed);
+            }
+            seen[i] = 1;
+            left--;
+            moved = 1;
+        }
+        if (!moved && left > 0)
+            sched_yield();
+    }
+    if (seen != stack_seen)
+        free(seen);
+}
+
 int shim_pipe_stats(char *out, size_t len)
 {
     if (shim_pipe_threshold == 0)
         return snprintf(out, len, "%s", ""); /* the line as without pipelining */
     return snprintf(out, len, "; pipelined (>= %zu KiB, chunks of %zu KiB): sent %llu, "
-                              "received %llu, truncated bytes dropped %llu",
+                              "received %llu (%llu before their Waitall), truncated bytes "
+                              "dropped %llu",
                     shim_pipe_threshold >> 10, pipe_chunk >> 10,
                     (unsigned long long)atomic_load(&stat_sent),
                     (unsigned long long)atomic_load(&stat_received),
+                    (unsigned long long)atomic_load(&stat_early),
                     (unsigned long long)atomic_load(&stat_dropped));
 }

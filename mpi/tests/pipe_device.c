@@ -182,10 +182,15 @@ static void complete(int how, int n, MPI_Request reqs[], MPI_Status st[])
         }
         break;
     case C_GET_STATUS:
+        /* The Wait after it reports the same message (its status is checked). */
         for (int i = 0; i < n; i++) {
             for (flag = 0; !flag;)
-                MPI_OK(MPI_Request_get_status(reqs[i], &flag, &st[i]));
-            MPI_OK(MPI_Wait(&reqs[i], MPI_STATUS_IGNORE));
+                MPI_OK(MPI_Request_get_status(reqs[i], &flag, &tmp[0]));
+            MPI_OK(MPI_Wait(&reqs[i], &st[i]));
+            int a = -1, b = -2;
+            MPI_Get_count(&tmp[0], MPI_BYTE, &a);
+            MPI_Get_count(&st[i], MPI_BYTE, &b);
+            CHECK(a == b, "Request_get_status counted %d bytes, the Wait after it %d", a, b);
         }
         break;
     }
