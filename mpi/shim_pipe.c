@@ -289,7 +289,7 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
     int inter = 1;
     /* Contiguous buffers only: the chunks are the buffer's bytes in order
      * (a staging of non-contiguous types packs them: not pipelined). */
-    if (count <= 0 || layout_of(count, dt, &l) != 0 || !l.dense ||
+    if (pipe_comm == MPI_COMM_NULL || count <= 0 || layout_of(count, dt, &l) != 0 || !l.dense ||
         l.cap < shim_pipe_threshold || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
         inter)
         return 0;
