@@ -11,7 +11,8 @@
  *
  * Matching stays MPI's: receives are posted as without pipelining and check
  * what they got (shim_pipe_is_envelope); a receive that got an envelope
- * takes the stream's chunks before the call that completes it returns.
+ * takes the stream's chunks before the call that completes it returns
+ * (MPI_Waitall: as soon as the envelope is there, shim_pipe_early).
  *
  * A send returns once every chunk is copied and posted: the chunks' requests
  * (and the staging memory they read) then live in a list of streams in
@@ -416,8 +417,9 @@ struct pipe_slot {
  * bytes), copying each to @p dev + its offset when @p dev is not NULL
  * (device @p devno, for stats). Chunks (or their parts) past the capacity
  * are received into scratch memory and dropped. Sets the status's count to
- * the bytes delivered; MPI_SUCCESS, or an error raised on @p comm
- * (MPI_ERR_TRUNCATE for a message larger than the capacity).
+ * the message's bytes (a truncated one's too, as Open MPI does); MPI_SUCCESS,
+ * or an error raised on @p comm (MPI_ERR_TRUNCATE for a message larger than
+ * the capacity).
  */
 static int recv_stream(const char *call, const struct pipe_env *env, char *host, size_t cap,
                        char *dev, int devno, MPI_Comm comm, MPI_Status *s)
