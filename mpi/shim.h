@@ -20,6 +20,8 @@
  *                    bindings call PMPI_* directly (Open MPI 4)
  *   shim_io.c        blocking MPI-IO (staged); nonblocking IO, RMA windows
  *                    and RMA buffers on device memory refused
+ *   shim_pipe.c      pipelined large device messages (CUCOPY_MPI_PIPELINE_KB):
+ *                    the envelope, the chunk streams, the receive-side check
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
@@ -582,6 +584,12 @@ struct shim_rec {
     struct shim_piece *pieces[2]; /* a v collective: what MPI writes, block by block */
     int npieces[2];
     void *owned; /* memory MPI reads until completion, freed with the record (shim_rec_keep) */
+    /* A pipelined message received before the completion call that reports
+     * it (Request_get_status, shim_pipe_early): its count and result, given
+     * to that call's status. */
+    int pipe_done;
+    int pipe_rc;
+    MPI_Count pipe_bytes;
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in
@@ -676,6 +684,74 @@ int shim_batch_end(struct shim_batch *bt, int rc);
  * The call's result. */
 int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
                      MPI_Comm comm);
+
+/* ---- pipelined messages (shim_pipe.c, docs/mpi.md) ------------------------ */
+
+/* Bytes of a pipelined message's envelope (struct pipe_env). */
+#define SHIM_PIPE_ENV_BYTES 40
+
+/* Bytes from which a device send is pipelined; 0: pipelining off (set once,
+ * when the library is loaded). */
+extern size_t shim_pipe_threshold;
+
+static inline int shim_pipe_on(void)
+{
+    return SHIM_UNLIKELY(shim_pipe_threshold != 0);
+}
+
+/* The send mode of a pipelined send (the envelope's); NONE: never pipelined. */
+enum { SHIM_PIPE_NONE = 0, SHIM_PIPE_SEND, SHIM_PIPE_SSEND, SHIM_PIPE_ISEND, SHIM_PIPE_ISSEND };
+
+/* CUCOPY_MPI_PIPELINE_KB and _CHUNK_KB: 0, or -1 with @p err set. */
+int shim_pipe_configure(char *err, size_t errlen);
+/* After PMPI_Init*: the private communicator (pipelining on). */
+void shim_pipe_after_init(void);
+/* Before PMPI_Finalize: wait for the chunks in flight, free the communicator. */
+void shim_pipe_before_finalize(void);
+
+/*
+ * A send of @p mode (SHIM_PIPE_*) that may be pipelined: 0 when it is not
+ * (a host buffer, below the threshold, an intercommunicator, a bad rank: the
+ * caller goes on as before); 1 when it was handled, *rc its result (for
+ * ISEND/ISSEND *req is the envelope's request, the user's).
+ */
+int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
+                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
+                   int *rc);
+/* A receive completed with @p rc and @p s, its first byte at @p first (host
+ * memory): 1 when it got an envelope. */
+int shim_pipe_is_envelope(int rc, const MPI_Status *s, const void *first);
+/* The receive into @p b (staged: b->host and b->first; host: b->staged 0,
+ * b->host the user's first byte) got an envelope there: receive the chunks,
+ * set the status's count. MPI_SUCCESS or an error raised on @p comm. */
+int shim_pipe_recv(const char *call, struct shim_buf *b, MPI_Status *s, MPI_Comm comm);
+/* After a receive into the user's host buffer with result @p rc: if it got
+ * an envelope, receive the chunks into it. The call's result. */
+int shim_pipe_host_recv(const char *call, int rc, void *buf, MPI_Count count, MPI_Datatype dt,
+                        MPI_Comm comm, MPI_Status *s);
+/* A host Irecv (Recv_init: @p persistent) PMPI just made: recorded so that
+ * its completion checks for an envelope (contiguous buffers of >= the
+ * envelope's size). MPI_SUCCESS or an error code. */
+int shim_pipe_watch(MPI_Request *req, const char *call, void *buf, MPI_Count count,
+                    MPI_Datatype dt, MPI_Comm comm, int persistent);
+/* Scatter @p bytes of packed data into @p count elements of @p dt at @p buf:
+ * where a pipelined message lands in a non-contiguous receive (MPI_Unpack of
+ * host memory; the datatype staging's integration point). */
+int shim_pipe_scatter(const void *packed, size_t bytes, void *buf, MPI_Count count,
+                      MPI_Datatype dt, MPI_Comm comm);
+struct shim_batch;
+/* Before a Waitall: receive the stream of each of its receives as soon as
+ * that receive got an envelope, not after every request completed. */
+void shim_pipe_early(struct shim_batch *bt);
+/* Append the pipelining part of the stats line. */
+int shim_pipe_stats(char *out, size_t len);
+
+/* cucopy for the pipeline (shim_state.c): an asynchronous copy with a
+ * completion (cucopy_ep_put_zcopy), progress, and an error raised with
+ * cucopy's detail on stderr. */
+cucopy_status_t shim_copy_async(const void *src, void *dst, size_t n, cucopy_completion_t *comp);
+void shim_copy_progress(void);
+int shim_cucopy_error(MPI_Comm comm, const char *call, const char *what);
 
 /* ---- stats ---------------------------------------------------------------- */
 

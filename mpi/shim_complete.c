@@ -245,6 +245,7 @@ SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]
     MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
         return shim_batch_end(&bt, MPI_SUCCESS);
+    shim_pipe_early(&bt);
     int rc = PMPI_Waitall(count, reqs, s);
     shim_batch_finish_all(&bt, reqs, s, rc);
     return shim_batch_end(&bt, rc);

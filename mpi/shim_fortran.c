@@ -204,6 +204,37 @@ static void f_finalize(f_finalize_fn fn, fint *ierr)
 typedef void (*f_send_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *);
 typedef void (*f_isend_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *, fint *);
 
+/* The pipelined mode of a send (docs/mpi.md, "Pipelined messages"). */
+static int f_pipe_mode(const char *call)
+{
+    static const char *const names[] = {"MPI_Send", "MPI_Ssend", "MPI_Isend", "MPI_Issend"};
+    static const int modes[] = {SHIM_PIPE_SEND, SHIM_PIPE_SSEND, SHIM_PIPE_ISEND,
+                                SHIM_PIPE_ISSEND};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(call, names[i]) == 0)
+            return modes[i];
+    return SHIM_PIPE_NONE;
+}
+
+/* A send that may be pipelined, as the C wrappers do: 1 when it was (*ierr
+ * and, for Isend/Issend, *freq set), 0 when it goes the usual way. */
+static int f_pipe_send(const char *call, void *buf, const fint *count, const fint *dt,
+                       const fint *dest, const fint *tag, MPI_Comm c, fint *freq, fint *ierr)
+{
+    int mode = f_pipe_mode(call);
+    if (SHIM_LIKELY(!shim_pipe_on()) || mode == SHIM_PIPE_NONE)
+        return 0;
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc;
+    if (!shim_pipe_send(call, mode, c_buf(buf), *count, PMPI_Type_f2c(*dt), *dest, *tag, c,
+                        &creq, &rc))
+        return 0;
+    if (freq != NULL && rc == MPI_SUCCESS)
+        *freq = PMPI_Request_c2f(creq);
+    set_ierr(ierr, rc);
+    return 1;
+}
+
 static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint *dt, fint *dest,
                    fint *tag, fint *comm, fint *ierr)
 {
@@ -212,6 +243,8 @@ static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint 
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
+    if (f_pipe_send(call, buf, count, dt, dest, tag, c, NULL, ierr))
+        return;
     struct shim_buf b;
     int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c, SHIM_TO_MPI, &b);
     if (rc != MPI_SUCCESS) {
@@ -238,6 +271,8 @@ static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, 
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
+    if (!persistent && f_pipe_send(call, buf, count, dt, dest, tag, c, req, ierr))
+        return;
     struct shim_buf b;
     int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c,
                         persistent ? 0 : SHIM_TO_MPI, &b);
@@ -266,18 +301,57 @@ typedef void (*f_mrecv_fn)(void *, fint *, fint *, fint *, fint *, fint *);
 
 /* After a blocking receive into staging memory (@p e: its ierror, @p fs its
  * Fortran status). */
-static int f_finish_recv(const char *call, fint e, struct shim_buf *b, const fint *fs,
+static int f_finish_recv(const char *call, fint e, struct shim_buf *b, fint *fs,
                          MPI_Comm comm)
 {
     MPI_Status cs = c_status(fs);
-    return shim_finish_recv(call, e, b, &cs, comm);
+    int rc = shim_finish_recv(call, e, b, &cs, comm);
+    PMPI_Status_c2f(&cs, fs); /* a pipelined message's count (docs/mpi.md) */
+    return rc;
+}
+
+/* A receive into the user's (host) buffer by the MPI's function: CALL, which
+ * writes status S_ and ierror E_; then, with pipelining on, the envelope check
+ * (docs/mpi.md, "Pipelined messages") on communicator COMM (evaluated then). */
+#define F_HOST_RECV(NAME, CALL, buf, count, dt, COMM, status, ierr)                        \
+    do {                                                                                   \
+        if (SHIM_LIKELY(!shim_pipe_on())) {                                                \
+            fint *S_ = (status), *E_ = (ierr);                                             \
+            CALL;                                                                          \
+            break;                                                                         \
+        }                                                                                  \
+        fint l_[FSTATUS_WORDS] = {0}, ev_ = 0;                                             \
+        fint *S_ = status_ignored(status) ? l_ : (status), *E_ = &ev_;                    \
+        CALL;                                                                              \
+        MPI_Status cs_ = c_status(S_);                                                     \
+        int rc_ = shim_pipe_host_recv(NAME, ev_, (void *)c_buf(buf), *(count),            \
+                                      PMPI_Type_f2c(*(dt)), (COMM), &cs_);                 \
+        PMPI_Status_c2f(&cs_, S_);                                                         \
+        set_ierr(ierr, rc_);                                                               \
+    } while (0)
+
+/* A nonblocking receive (Recv_init: @p persistent) into the user's (host)
+ * buffer the MPI's function just made as *freq (ierror @p e): with
+ * pipelining on, recorded so that its completion checks for an envelope. */
+static int f_pipe_watch(fint e, fint *freq, const char *call, void *buf, const fint *count,
+                        const fint *dt, MPI_Comm c, int persistent)
+{
+    if (SHIM_LIKELY(!shim_pipe_on()) || e != MPI_SUCCESS)
+        return e;
+    MPI_Request creq = PMPI_Request_f2c(*freq);
+    int rc = shim_pipe_watch(&creq, call, (void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), c,
+                             persistent);
+    if (creq == MPI_REQUEST_NULL)
+        *freq = PMPI_Request_c2f(MPI_REQUEST_NULL);
+    return rc;
 }
 
 static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source, fint *tag,
                    fint *comm, fint *status, fint *ierr)
 {
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *source == MPI_PROC_NULL) {
-        fn(buf, count, dt, source, tag, comm, status, ierr);
+        F_HOST_RECV("MPI_Recv", fn(buf, count, dt, source, tag, comm, S_, E_), buf, count, dt,
+                    PMPI_Comm_f2c(*comm), status, ierr);
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
@@ -289,7 +363,8 @@ static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source,
         return;
     }
     if (!b.staged) {
-        fn(buf, count, dt, source, tag, comm, status, ierr);
+        F_HOST_RECV("MPI_Recv", fn(buf, count, dt, source, tag, comm, S_, E_), buf, count, dt,
+                    c, status, ierr);
         return;
     }
     fint local[FSTATUS_WORDS] = {0};
@@ -303,8 +378,15 @@ static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source,
 static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
                     fint *dt, fint *source, fint *tag, fint *comm, fint *req, fint *ierr)
 {
+    fint e = 0;
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *source == MPI_PROC_NULL) {
-        fn(buf, count, dt, source, tag, comm, req, ierr);
+        if (SHIM_LIKELY(!shim_pipe_on()) || *count == 0 || *source == MPI_PROC_NULL) {
+            fn(buf, count, dt, source, tag, comm, req, ierr);
+            return;
+        }
+        fn(buf, count, dt, source, tag, comm, req, &e);
+        set_ierr(ierr, f_pipe_watch(e, req, call, buf, count, dt, PMPI_Comm_f2c(*comm),
+                                    persistent));
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
@@ -315,10 +397,10 @@ static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, 
         return;
     }
     if (!b.staged) {
-        fn(buf, count, dt, source, tag, comm, req, ierr);
+        fn(buf, count, dt, source, tag, comm, req, &e);
+        set_ierr(ierr, f_pipe_watch(e, req, call, buf, count, dt, c, persistent));
         return;
     }
-    fint e = 0;
     fn(shim_host_arg(&b), count, dt, source, tag, comm, req, &e);
     if (e != MPI_SUCCESS) {
         shim_release(&b);
@@ -333,7 +415,8 @@ static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *messa
 {
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
-        fn(buf, count, dt, message, status, ierr);
+        F_HOST_RECV("MPI_Mrecv", fn(buf, count, dt, message, S_, E_), buf, count, dt,
+                    MPI_COMM_WORLD, status, ierr);
         return;
     }
     struct shim_buf b;
@@ -344,7 +427,8 @@ static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *messa
         return;
     }
     if (!b.staged) {
-        fn(buf, count, dt, message, status, ierr);
+        F_HOST_RECV("MPI_Mrecv", fn(buf, count, dt, message, S_, E_), buf, count, dt,
+                    MPI_COMM_WORLD, status, ierr);
         return;
     }
     fint local[FSTATUS_WORDS] = {0};
@@ -359,7 +443,11 @@ static void f_imrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *mess
 {
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
-        fn(buf, count, dt, message, req, ierr);
+        fint e = 0;
+        fn(buf, count, dt, message, req, &e);
+        set_ierr(ierr, *count == 0 ? e
+                                   : f_pipe_watch(e, req, "MPI_Imrecv", buf, count, dt,
+                                                  MPI_COMM_WORLD, 0));
         return;
     }
     struct shim_buf b;
@@ -370,7 +458,9 @@ static void f_imrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *mess
         return;
     }
     if (!b.staged) {
-        fn(buf, count, dt, message, req, ierr);
+        fint e = 0;
+        fn(buf, count, dt, message, req, &e);
+        set_ierr(ierr, f_pipe_watch(e, req, "MPI_Imrecv", buf, count, dt, MPI_COMM_WORLD, 0));
         return;
     }
     fint e = 0;
@@ -395,8 +485,10 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
                        fint *rtag, fint *comm, fint *status, fint *ierr)
 {
     if (SHIM_LIKELY(!shim_p2p_active())) {
-        fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status,
-           ierr);
+        F_HOST_RECV("MPI_Sendrecv",
+                    fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
+                       S_, E_),
+                    rbuf, rcount, rtype, PMPI_Comm_f2c(*comm), status, ierr);
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
@@ -416,8 +508,10 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
         return;
     }
     if (!sb.staged && !rb.staged) {
-        fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status,
-           ierr);
+        F_HOST_RECV("MPI_Sendrecv",
+                    fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
+                       S_, E_),
+                    rbuf, rcount, rtype, c, status, ierr);
         return;
     }
     fint local[FSTATUS_WORDS] = {0};
@@ -426,8 +520,14 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
     fn(sb.staged ? shim_host_arg(&sb) : sbuf, scount, stype, dest, stag,
        rb.staged ? shim_host_arg(&rb) : rbuf, rcount, rtype, source, rtag, comm, s, &e);
     shim_release(&sb);
-    if (rb.staged)
+    if (rb.staged) {
         e = (fint)f_finish_recv("MPI_Sendrecv", e, &rb, s, c);
+    } else if (shim_pipe_on()) {
+        MPI_Status cs = c_status(s);
+        e = (fint)shim_pipe_host_recv("MPI_Sendrecv", e, (void *)c_buf(rbuf), *rcount,
+                                      PMPI_Type_f2c(*rtype), c, &cs);
+        PMPI_Status_c2f(&cs, s);
+    }
     set_ierr(ierr, e);
 }
 
@@ -437,7 +537,9 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
 {
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         (*dest == MPI_PROC_NULL && *source == MPI_PROC_NULL)) {
-        fn(buf, count, dt, dest, stag, source, rtag, comm, status, ierr);
+        F_HOST_RECV("MPI_Sendrecv_replace",
+                    fn(buf, count, dt, dest, stag, source, rtag, comm, S_, E_), buf, count, dt,
+                    PMPI_Comm_f2c(*comm), status, ierr);
         return;
     }
     int direction = (*dest != MPI_PROC_NULL ? SHIM_TO_MPI : 0) |
@@ -451,7 +553,9 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
         return;
     }
     if (!b.staged) {
-        fn(buf, count, dt, dest, stag, source, rtag, comm, status, ierr);
+        F_HOST_RECV("MPI_Sendrecv_replace",
+                    fn(buf, count, dt, dest, stag, source, rtag, comm, S_, E_), buf, count, dt,
+                    c, status, ierr);
         return;
     }
     fint local[FSTATUS_WORDS] = {0};
@@ -497,6 +601,7 @@ static void f_wait(f_wait_fn fn, fint *req, fint *status, fint *ierr)
     }
     MPI_Status cs = c_status(s);
     int rc2 = shim_rec_finish(r, &cs, shim_copy_ok(e));
+    PMPI_Status_c2f(&cs, s); /* a pipelined message's count (docs/mpi.md) */
     set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
 }
 
@@ -533,6 +638,7 @@ static void f_test(int get_status, f_test_fn fn, fint *req, fint *flag, fint *st
     } else {
         MPI_Status cs = c_status(s);
         rc2 = shim_rec_finish(r, &cs, shim_copy_ok(e));
+        PMPI_Status_c2f(&cs, s);
     }
     set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
 }
@@ -629,6 +735,14 @@ static void f_array_after(struct f_array *a, const fint *freq, MPI_Status *cs, i
         cs[k] = c_status(a->fstatus + (size_t)k * FSTATUS_WORDS);
 }
 
+/* After finishing the records: the C statuses back into the Fortran ones (a
+ * pipelined message's count, docs/mpi.md). */
+static void f_array_back(struct f_array *a, const MPI_Status *cs, int n)
+{
+    for (int k = 0; k < n; k++)
+        PMPI_Status_c2f(&cs[k], a->fstatus + (size_t)k * FSTATUS_WORDS);
+}
+
 static void f_array_close(struct f_array *a)
 {
     if (a->creq != a->stack_req)
@@ -696,11 +810,13 @@ static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fi
         ((f_testall_fn)fn)(count, req, flag, fs, &e);
         done = *flag || e == MPI_ERR_IN_STATUS;
     } else {
+        shim_pipe_early(&bt);
         ((f_waitall_fn)fn)(count, req, fs, &e);
     }
     if (done) {
         f_array_after(&a, req, cs, a.n);
         shim_batch_finish_all(&bt, a.creq, cs, e);
+        f_array_back(&a, cs, a.n);
     }
     set_ierr(ierr, shim_batch_end(&bt, e));
     f_array_close(&a);
@@ -742,6 +858,7 @@ static void f_waitany(int test, int base, void *fn, fint *count, fint *req, fint
     if (done && *index != MPI_UNDEFINED && *index - base >= 0 && *index - base < a.n) {
         MPI_Status cs = c_status(s);
         shim_batch_finish(&bt, *index - base, &cs, shim_copy_ok(e));
+        PMPI_Status_c2f(&cs, s);
     }
     set_ierr(ierr, shim_batch_end(&bt, e));
     f_array_close(&a);
@@ -782,6 +899,7 @@ static void f_waitsome(int base, f_waitsome_fn fn, fint *count, fint *req, fint 
             int ok = e == MPI_ERR_IN_STATUS ? shim_copy_ok(cs[k].MPI_ERROR) : shim_copy_ok(e);
             shim_batch_finish(&bt, i, &cs[k], ok);
         }
+        f_array_back(&a, cs, n);
     }
     set_ierr(ierr, shim_batch_end(&bt, e));
     f_array_close(&a);

@@ -40,6 +40,7 @@ SHIM_EXPORT int MPI_Finalize(void)
 {
     if (shim_pending())
         shim_detached_progress(1);
+    shim_pipe_before_finalize();
     int rc = PMPI_Finalize();
     shim_after_finalize();
     return rc;
@@ -52,18 +53,50 @@ SHIM_EXPORT int MPI_Finalize(void)
  * shim.h).
  */
 
+/* ---- pipelined messages: the receive-side check of host buffers ------------------ */
+
+#define SHIM_UNPAREN(...) __VA_ARGS__
+
+/* Return from a receive into the user's buffer (host memory): FN(ARGS...,
+ * status), then, with pipelining on, the envelope check. */
+#define HOST_RECV(NAME, FN, ARGS, buf, count, dt, comm, status)                       \
+    do {                                                                                \
+        if (SHIM_LIKELY(!shim_pipe_on()))                                               \
+            return FN(SHIM_UNPAREN ARGS, status);                                      \
+        MPI_Status hl_;                                                                 \
+        MPI_Status *hs_ = (status) == MPI_STATUS_IGNORE ? &hl_ : (status);             \
+        int hrc_ = FN(SHIM_UNPAREN ARGS, hs_);                                          \
+        return shim_pipe_host_recv(NAME, hrc_, buf, count, dt, comm, hs_);             \
+    } while (0)
+
+/* Return from a nonblocking receive into the user's buffer: FN(ARGS..., req),
+ * then, with pipelining on, a record whose completion checks for an envelope. */
+#define HOST_IRECV(NAME, FN, ARGS, buf, count, dt, comm, req)                          \
+    do {                                                                                \
+        if (SHIM_LIKELY(!shim_pipe_on()))                                               \
+            return FN(SHIM_UNPAREN ARGS, req);                                         \
+        int hrc_ = FN(SHIM_UNPAREN ARGS, req);                                          \
+        return hrc_ == MPI_SUCCESS ? shim_pipe_watch(req, NAME, buf, count, dt, comm, 0) \
+                                   : hrc_;                                              \
+    } while (0)
+
 /* ---- blocking sends ------------------------------------------------------------- */
 
 /* MPI_Bsend: MPI copies into the attached buffer before returning, so the
  * staging memory goes back to the pool at once, as for the others. */
-#define SEND_WRAPPER(NAME, SFX, COUNT_T)                                                    \
+#define SEND_WRAPPER(NAME, SFX, COUNT_T, PIPE)                                              \
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm)                        \
     {                                                                                        \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL)          \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm);                        \
         struct shim_buf b;                                                                   \
-        int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
+        int rc;                                                                              \
+        if (PIPE && shim_pipe_on() &&                                                        \
+            shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm, NULL,   \
+                           &rc))                                                             \
+            return rc;                                                                       \
+        rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
         if (rc != MPI_SUCCESS)                                                               \
             return rc;                                                                       \
         if (!b.staged)                                                                       \
@@ -73,23 +106,29 @@ SHIM_EXPORT int MPI_Finalize(void)
         return rc;                                                                           \
     }
 
-#define SEND_WRAPPERS(SFX, COUNT_T)       \
-    SEND_WRAPPER(Send, SFX, COUNT_T)      \
-    SEND_WRAPPER(Ssend, SFX, COUNT_T)     \
-    SEND_WRAPPER(Rsend, SFX, COUNT_T)     \
-    SEND_WRAPPER(Bsend, SFX, COUNT_T)
+/* Send and Ssend may be pipelined; Rsend and Bsend never are (docs/mpi.md). */
+#define SEND_WRAPPERS(SFX, COUNT_T)                     \
+    SEND_WRAPPER(Send, SFX, COUNT_T, SHIM_PIPE_SEND)    \
+    SEND_WRAPPER(Ssend, SFX, COUNT_T, SHIM_PIPE_SSEND)  \
+    SEND_WRAPPER(Rsend, SFX, COUNT_T, SHIM_PIPE_NONE)   \
+    SEND_WRAPPER(Bsend, SFX, COUNT_T, SHIM_PIPE_NONE)
 
 /* ---- nonblocking sends ---------------------------------------------------------- */
 
 /* The staging memory stays with the request until it completes. */
-#define ISEND_WRAPPER(NAME, SFX, COUNT_T)                                                   \
+#define ISEND_WRAPPER(NAME, SFX, COUNT_T, PIPE)                                             \
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm, MPI_Request *req)      \
     {                                                                                        \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL)          \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \
         struct shim_buf b;                                                                   \
-        int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
+        int rc;                                                                              \
+        if (PIPE && shim_pipe_on() &&                                                        \
+            shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm, req,    \
+                           &rc))                                                             \
+            return rc;                                                                       \
+        rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
         if (rc != MPI_SUCCESS)                                                               \
             return rc;                                                                       \
         if (!b.staged)                                                                       \
@@ -102,11 +141,11 @@ SHIM_EXPORT int MPI_Finalize(void)
         return shim_rec_add(req, 0, comm, "MPI_" #NAME #SFX, &b);                            \
     }
 
-#define ISEND_WRAPPERS(SFX, COUNT_T)      \
-    ISEND_WRAPPER(Isend, SFX, COUNT_T)    \
-    ISEND_WRAPPER(Issend, SFX, COUNT_T)   \
-    ISEND_WRAPPER(Irsend, SFX, COUNT_T)   \
-    ISEND_WRAPPER(Ibsend, SFX, COUNT_T)
+#define ISEND_WRAPPERS(SFX, COUNT_T)                       \
+    ISEND_WRAPPER(Isend, SFX, COUNT_T, SHIM_PIPE_ISEND)    \
+    ISEND_WRAPPER(Issend, SFX, COUNT_T, SHIM_PIPE_ISSEND)  \
+    ISEND_WRAPPER(Irsend, SFX, COUNT_T, SHIM_PIPE_NONE)    \
+    ISEND_WRAPPER(Ibsend, SFX, COUNT_T, SHIM_PIPE_NONE)
 
 /* ---- receives ------------------------------------------------------------------- */
 
@@ -115,7 +154,10 @@ SHIM_EXPORT int MPI_Finalize(void)
 int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Status *s,
                      MPI_Comm comm)
 {
-    if (shim_copy_ok(rc)) {
+    if (shim_pipe_is_envelope(rc, s, b->host)) {
+        /* The status is the caller's, writable (its count becomes the message's). */
+        rc = shim_pipe_recv(call, b, (MPI_Status *)s, comm);
+    } else if (shim_copy_ok(rc)) {
         int rc2 = shim_unstage(call, b, shim_received_bytes(s), comm);
         if (rc == MPI_SUCCESS)
             rc = rc2;
@@ -129,13 +171,15 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                   int tag, MPI_Comm comm, MPI_Status *status)              \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
-            return PMPI_Recv##SFX(buf, count, dt, source, tag, comm, status);               \
+            HOST_RECV("MPI_Recv" #SFX, PMPI_Recv##SFX, (buf, count, dt, source, tag, comm),  \
+                      buf, count, dt, comm, status);                                        \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Recv" #SFX, buf, count, dt, comm, SHIM_FROM_MPI, &b);      \
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            return PMPI_Recv##SFX(buf, count, dt, source, tag, comm, status);               \
+            HOST_RECV("MPI_Recv" #SFX, PMPI_Recv##SFX, (buf, count, dt, source, tag, comm),  \
+                      buf, count, dt, comm, status);                                        \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
         rc = PMPI_Recv##SFX(shim_host_arg(&b), count, dt, source, tag, comm, s);            \
@@ -146,13 +190,15 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                    int tag, MPI_Comm comm, MPI_Request *req)               \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
-            return PMPI_Irecv##SFX(buf, count, dt, source, tag, comm, req);                 \
+            HOST_IRECV("MPI_Irecv" #SFX, PMPI_Irecv##SFX, (buf, count, dt, source, tag, comm), \
+                       buf, count, dt, comm, req);                                          \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Irecv" #SFX, buf, count, dt, comm, SHIM_FROM_MPI, &b);     \
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            return PMPI_Irecv##SFX(buf, count, dt, source, tag, comm, req);                 \
+            HOST_IRECV("MPI_Irecv" #SFX, PMPI_Irecv##SFX, (buf, count, dt, source, tag, comm), \
+                       buf, count, dt, comm, req);                                          \
         rc = PMPI_Irecv##SFX(shim_host_arg(&b), count, dt, source, tag, comm, req);         \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
@@ -167,14 +213,16 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                    MPI_Message *message, MPI_Status *status)               \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
-            return PMPI_Mrecv##SFX(buf, count, dt, message, status);                        \
+            HOST_RECV("MPI_Mrecv" #SFX, PMPI_Mrecv##SFX, (buf, count, dt, message), buf,     \
+                      count, dt, MPI_COMM_WORLD, status);                                   \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Mrecv" #SFX, buf, count, dt, MPI_COMM_WORLD, SHIM_FROM_MPI, \
                             &b);                                                            \
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            return PMPI_Mrecv##SFX(buf, count, dt, message, status);                        \
+            HOST_RECV("MPI_Mrecv" #SFX, PMPI_Mrecv##SFX, (buf, count, dt, message), buf,     \
+                      count, dt, MPI_COMM_WORLD, status);                                   \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
         rc = PMPI_Mrecv##SFX(shim_host_arg(&b), count, dt, message, s);                     \
@@ -185,14 +233,16 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                     MPI_Message *message, MPI_Request *req)                \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
-            return PMPI_Imrecv##SFX(buf, count, dt, message, req);                          \
+            HOST_IRECV("MPI_Imrecv" #SFX, PMPI_Imrecv##SFX, (buf, count, dt, message), buf,  \
+                       count, dt, MPI_COMM_WORLD, req);                                     \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Imrecv" #SFX, buf, count, dt, MPI_COMM_WORLD,              \
                             SHIM_FROM_MPI, &b);                                             \
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            return PMPI_Imrecv##SFX(buf, count, dt, message, req);                          \
+            HOST_IRECV("MPI_Imrecv" #SFX, PMPI_Imrecv##SFX, (buf, count, dt, message), buf,  \
+                       count, dt, MPI_COMM_WORLD, req);                                     \
         rc = PMPI_Imrecv##SFX(shim_host_arg(&b), count, dt, message, req);                  \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
@@ -211,8 +261,10 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                       MPI_Status *status)                                     \
     {                                                                                         \
         if (SHIM_LIKELY(!shim_p2p_active()))                                                  \
-            return PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,   \
-                                      recvcount, recvtype, source, recvtag, comm, status);    \
+            HOST_RECV("MPI_Sendrecv" #SFX, PMPI_Sendrecv##SFX,                                \
+                      (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,        \
+                       recvtype, source, recvtag, comm),                                       \
+                      recvbuf, recvcount, recvtype, comm, status);                            \
         struct shim_buf sb = {0}, rb = {0};                                                   \
         int rc = MPI_SUCCESS;                                                                 \
         if (sendcount != 0 && dest != MPI_PROC_NULL)                                          \
@@ -228,8 +280,10 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return rc;                                                                        \
         }                                                                                     \
         if (!sb.staged && !rb.staged)                                                         \
-            return PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,   \
-                                      recvcount, recvtype, source, recvtag, comm, status);    \
+            HOST_RECV("MPI_Sendrecv" #SFX, PMPI_Sendrecv##SFX,                                \
+                      (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,        \
+                       recvtype, source, recvtag, comm),                                       \
+                      recvbuf, recvcount, recvtype, comm, status);                            \
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
         rc = PMPI_Sendrecv##SFX(sb.staged ? shim_host_arg(&sb) : sendbuf, sendcount,          \
@@ -238,7 +292,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                 recvtype, source, recvtag, comm, s);                          \
         shim_release(&sb);                                                                    \
         if (!rb.staged)                                                                       \
-            return rc;                                                                        \
+            return shim_pipe_host_recv("MPI_Sendrecv" #SFX, rc, recvbuf, recvcount, recvtype, \
+                                       comm, s);                                              \
         return shim_finish_recv("MPI_Sendrecv" #SFX, rc, &rb, s, comm);                       \
     }                                                                                         \
                                                                                               \
@@ -249,8 +304,9 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     {                                                                                         \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 ||                                  \
             (dest == MPI_PROC_NULL && source == MPI_PROC_NULL))                               \
-            return PMPI_Sendrecv_replace##SFX(buf, count, dt, dest, sendtag, source, recvtag, \
-                                              comm, status);                                  \
+            HOST_RECV("MPI_Sendrecv_replace" #SFX, PMPI_Sendrecv_replace##SFX,                \
+                      (buf, count, dt, dest, sendtag, source, recvtag, comm), buf, count, dt, \
+                      comm, status);                                                          \
         int direction = (dest != MPI_PROC_NULL ? SHIM_TO_MPI : 0) |                           \
                         (source != MPI_PROC_NULL ? SHIM_FROM_MPI : 0);                        \
         struct shim_buf b;                                                                    \
@@ -259,8 +315,9 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         if (rc != MPI_SUCCESS)                                                                \
             return rc;                                                                        \
         if (!b.staged)                                                                        \
-            return PMPI_Sendrecv_replace##SFX(buf, count, dt, dest, sendtag, source, recvtag, \
-                                              comm, status);                                  \
+            HOST_RECV("MPI_Sendrecv_replace" #SFX, PMPI_Sendrecv_replace##SFX,                \
+                      (buf, count, dt, dest, sendtag, source, recvtag, comm), buf, count, dt, \
+                      comm, status);                                                          \
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
         rc = PMPI_Sendrecv_replace##SFX(shim_host_arg(&b), count, dt, dest, sendtag, source,  \
@@ -274,6 +331,20 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
 
 /* ---- persistent requests --------------------------------------------------------- */
 
+/* A persistent request on the user's (host) buffer; a receive's is recorded
+ * with pipelining on, so that each completion checks for an envelope. */
+#define INIT_HOST(NAME, SFX, RECV)                                                            \
+    (RECV && shim_pipe_on() && count != 0 && peer != MPI_PROC_NULL                            \
+         ? shim_pipe_init_host(PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req), req,   \
+                               "MPI_" #NAME #SFX, (void *)buf, count, dt, comm)              \
+         : PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req))
+
+static int shim_pipe_init_host(int rc, MPI_Request *req, const char *call, void *buf,
+                               MPI_Count count, MPI_Datatype dt, MPI_Comm comm)
+{
+    return rc == MPI_SUCCESS ? shim_pipe_watch(req, call, buf, count, dt, comm, 1) : rc;
+}
+
 /* The staging memory is taken at init and kept to MPI_Request_free; PMPI's
  * request is made on it. MPI_Start (shim_complete.c) copies a send's device
  * bytes in; each completion copies a receive's bytes out. */
@@ -282,14 +353,14 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                     int peer, int tag, MPI_Comm comm, MPI_Request *req)       \
     {                                                                                         \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || peer == MPI_PROC_NULL)           \
-            return PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req);                    \
+            return INIT_HOST(NAME, SFX, RECV);                                                \
         struct shim_buf b;                                                                    \
         int rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm,                          \
                             RECV ? SHIM_FROM_MPI : 0, &b);                                    \
         if (rc != MPI_SUCCESS)                                                                \
             return rc;                                                                        \
         if (!b.staged)                                                                        \
-            return PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req);                    \
+            return INIT_HOST(NAME, SFX, RECV);                                                \
         rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, peer, tag, comm, req);            \
         if (rc != MPI_SUCCESS) {                                                              \
             shim_release(&b);                                                                 \

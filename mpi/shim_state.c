@@ -165,6 +165,11 @@ __attribute__((constructor)) static void shim_configure(void)
     if (v != NULL && *v != '\0')
         parse_stage(v);
 
+    if (config_error[0] == '\0')
+        shim_pipe_configure(config_error, sizeof config_error);
+    if (mode == MODE_OFF)
+        shim_pipe_threshold = 0; /* a pure pass-through */
+
     if (mode == MODE_OFF || config_error[0] != '\0')
         atomic_store(&shim_state, SHIM_OFF);
 }
@@ -183,6 +188,9 @@ static struct {
     cucopy_status_t (*ep_create)(cucopy_iface_h, cucopy_ep_h *);
     cucopy_status_t (*ep_destroy)(cucopy_ep_h);
     cucopy_status_t (*ep_put_short)(cucopy_ep_h, const void *, size_t, uint64_t);
+    cucopy_status_t (*ep_put_zcopy)(cucopy_ep_h, const cucopy_iov_t *, size_t, uint64_t,
+                                    cucopy_completion_t *);
+    int (*iface_progress)(cucopy_iface_h);
     const char *(*last_error)(void);
     const char *(*status_string)(cucopy_status_t);
     unsigned (*get_version)(void);
@@ -244,6 +252,8 @@ static int load_cucopy(void)
     LOAD_SYM(ep_create, "cucopy_ep_create");
     LOAD_SYM(ep_destroy, "cucopy_ep_destroy");
     LOAD_SYM(ep_put_short, "cucopy_ep_put_short");
+    LOAD_SYM(ep_put_zcopy, "cucopy_ep_put_zcopy");
+    LOAD_SYM(iface_progress, "cucopy_iface_progress");
     LOAD_SYM(last_error, "cucopy_last_error");
     LOAD_SYM(status_string, "cucopy_status_string");
     LOAD_SYM(get_version, "cucopy_get_version");
@@ -327,6 +337,7 @@ void shim_after_init(int provided)
         usleep(200000);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
+    shim_pipe_after_init();
     /* CUDA-awareness: Open MPI's and MPICH's MPIX_Query_cuda_support()
      * (mpi-ext.h), looked up at run time; 0 on Debian's builds. A CUDA-aware
      * MPI handles device buffers itself: auto mode passes everything through,
@@ -402,7 +413,9 @@ static void stats_print(void)
         if (staged & (1u << k))
             at += snprintf(line + at, sizeof line - (size_t)at, "%s%s",
                            (staged & ((1u << k) - 1)) ? "," : " ", class_names[k]);
-    snprintf(line + at, sizeof line - (size_t)at, "%s\n", staged == 0 ? " none" : "");
+    at += snprintf(line + at, sizeof line - (size_t)at, "%s", staged == 0 ? " none" : "");
+    at += shim_pipe_stats(line + at, sizeof line - (size_t)at);
+    snprintf(line + at, sizeof line - (size_t)at, "\n");
     fputs(line, stderr);
 }
 
@@ -509,6 +522,24 @@ static int cucopy_error(MPI_Comm comm, const char *call, const char *what)
     char msg[160];
     snprintf(msg, sizeof msg, "%s failed (details on stderr)", what);
     return shim_error(comm, MPI_ERR_OTHER, call, msg);
+}
+
+int shim_cucopy_error(MPI_Comm comm, const char *call, const char *what)
+{
+    return cucopy_error(comm, call, what);
+}
+
+/* ---- the pipeline's copies ----------------------------------------------------- */
+
+cucopy_status_t shim_copy_async(const void *src, void *dst, size_t n, cucopy_completion_t *comp)
+{
+    cucopy_iov_t iov = {.buffer = (void *)src, .length = n};
+    return cc.ep_put_zcopy(cc.ep, &iov, 1, (uint64_t)(uintptr_t)dst, comp);
+}
+
+void shim_copy_progress(void)
+{
+    cc.iface_progress(cc.iface);
 }
 
 /* ---- classification and staging ------------------------------------------------- */

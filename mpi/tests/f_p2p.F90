@@ -178,6 +178,23 @@ program f_p2p
   call MPI_Sendrecv(e, N, MPI_INTEGER, to, 61, d1, N, MPI_INTEGER, from, 61, &
                     MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
   call check(dev_is(g1, a1, from + 61, N), "Sendrecv host -> dev1: data")
+  ! A device send into host receives, Irecv + Wait and Recv (pipelined
+  ! messages under CUCOPY_MPI_PIPELINE_KB=1: the envelope check of the host
+  ! receives); the status counts the message.
+  call fill(0, a0, rank + 62, N)
+  e(1:N) = -1
+  call MPI_Irecv(e, N, MPI_INTEGER, from, 62, MPI_COMM_WORLD, rr, ierr)
+  call MPI_Send(d0, N, MPI_INTEGER, to, 62, MPI_COMM_WORLD, ierr)
+  call MPI_Wait(rr, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N .and. host_is(e, from + 62, N), "Send dev0 -> Irecv host: data, count")
+  call fill(0, a0, rank + 63, N)
+  e(1:N) = -1
+  call MPI_Isend(d0, N, MPI_INTEGER, to, 63, MPI_COMM_WORLD, rs, ierr)
+  call MPI_Recv(e, N, MPI_INTEGER, from, 63, MPI_COMM_WORLD, st, ierr)
+  call MPI_Wait(rs, MPI_STATUS_IGNORE, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N .and. host_is(e, from + 63, N), "Isend dev0 -> Recv host: data, count")
 
   ! 7. Test until done; Waitany; Waitsome; Testall.
   call fill(g1, a1, rank + 70, N)
