@@ -113,6 +113,8 @@ static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blo
     if (c->b[i].staged) {
         size_t per = c->b[i].bytes / (size_t)(blocks * count);
         c->out[i] = (size_t)out_elems * per;
+        if (c->b[i].layout != NULL)
+            c->ext[i] = (MPI_Count)per; /* packed: elements back to back */
     }
     return MPI_SUCCESS;
 }
@@ -181,6 +183,22 @@ int shim_coll_end(struct shim_coll *c, int rc)
             return rc_;              \
     } while (0)
 
+/* The end of a reduction's staging (@p rc: its result): a non-contiguous
+ * datatype on device memory is refused there (docs/mpi.md "Refused, and
+ * why": its packed signature type would meet the user's type in one call). */
+static int coll_reduction(struct shim_coll *c, int rc)
+{
+    if (rc != MPI_SUCCESS || !((c->b[0].staged && c->b[0].layout != NULL) ||
+                               (c->b[1].staged && c->b[1].layout != NULL)))
+        return rc;
+    shim_coll_release(c);
+    if (shim_types_only)
+        return MPI_SUCCESS; /* CUCOPY_MPI_STAGE=types without reduce: the MPI's */
+    return shim_error(c->comm, MPI_ERR_TYPE, c->call,
+                      "a reduction on a non-contiguous datatype on device memory is not "
+                      "supported");
+}
+
 int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
                     MPI_Datatype dt, int root, MPI_Comm comm)
 {
@@ -197,7 +215,8 @@ int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *send
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count);
+    return coll_reduction(
+        c, coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
 }
 
 /* Exscan: recvbuf of rank 0 is undefined after the call: left as it was (with
@@ -210,7 +229,8 @@ int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf,
     int in_place = sendbuf == MPI_IN_PLACE;
     int out = c->rank == 0 ? 0 : SHIM_FROM_MPI;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count);
+    return coll_reduction(
+        c, coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count));
 }
 
 /* Reduce: recvbuf is significant at the root only (MPI_IN_PLACE: the root's
@@ -226,7 +246,7 @@ int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf,
     if (c->root)
         STAGE_OR_RETURN(
             coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
-    return MPI_SUCCESS;
+    return coll_reduction(c, MPI_SUCCESS);
 }
 
 /* Reduce_local: no communicator; errors go to MPI_COMM_WORLD's handler. */
@@ -236,7 +256,7 @@ int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *in
     if (!coll_begin(c, call, MPI_COMM_NULL, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     STAGE_OR_RETURN(coll_stage(c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count);
+    return coll_reduction(c, coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count));
 }
 
 /* Reduce_scatter_block: size x recvcount in, recvcount out (MPI_IN_PLACE:
@@ -249,8 +269,8 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
-                      in_place ? SHIM_BOTH : SHIM_FROM_MPI, count);
+    return coll_reduction(c, coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
+                                        in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
 }
 
 /* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:
@@ -270,8 +290,10 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
         }                                                                                    \
         int in_place = sendbuf == MPI_IN_PLACE;                                              \
         STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));            \
-        return coll_stage(c, 1, recvbuf, 1, in_place ? total : counts[c->rank], dt,          \
-                          in_place ? SHIM_BOTH : SHIM_FROM_MPI, counts[c->rank]);            \
+        return coll_reduction(c, coll_stage(c, 1, recvbuf, 1,                                \
+                                            in_place ? total : counts[c->rank], dt,          \
+                                            in_place ? SHIM_BOTH : SHIM_FROM_MPI,            \
+                                            counts[c->rank]));                               \
     }
 
 COLL_REDUCE_SCATTER(shim_coll_reduce_scatter, int)
@@ -512,8 +534,8 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
                             "is not supported");
         else if (!dense)
             rc = shim_error(c->comm, MPI_ERR_TYPE, c->call,
-                            "a datatype that is not one contiguous block on device memory "
-                            "is not supported (yet)");
+                            "a non-contiguous datatype on device memory in a v or w "
+                            "collective is not supported");
         else if ((runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
             rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
     }

@@ -119,6 +119,12 @@ static int io_stage(MPI_File fh, const char *call, const void *buf, MPI_Count co
                     MPI_Datatype dt, int dir, struct shim_buf *b)
 {
     int rc = shim_stage(call, buf, count, dt, io_errcomm(), dir, b);
+    if (rc == MPI_SUCCESS && b->staged && b->layout != NULL) {
+        shim_release(b); /* packed staging (shim_types.c): not for MPI-IO */
+        rc = shim_error(io_errcomm(), MPI_ERR_TYPE, call,
+                        "a non-contiguous datatype on device memory in MPI-IO is not "
+                        "supported");
+    }
     return rc == MPI_SUCCESS ? rc : file_raise(fh, rc);
 }
 

@@ -68,7 +68,8 @@ SHIM_EXPORT int MPI_Finalize(void)
             return rc;                                                                       \
         if (!b.staged)                                                                       \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm);                        \
-        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, dest, tag, comm);                \
+        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), dest, tag,    \
+                              comm);                                                         \
         shim_release(&b);                                                                    \
         return rc;                                                                           \
     }
@@ -94,7 +95,8 @@ SHIM_EXPORT int MPI_Finalize(void)
             return rc;                                                                       \
         if (!b.staged)                                                                       \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \
-        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, dest, tag, comm, req);           \
+        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), dest, tag,    \
+                              comm, req);                                                    \
         if (rc != MPI_SUCCESS) {                                                             \
             shim_release(&b);                                                                \
             return rc;                                                                       \
@@ -138,7 +140,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return PMPI_Recv##SFX(buf, count, dt, source, tag, comm, status);               \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
-        rc = PMPI_Recv##SFX(shim_host_arg(&b), count, dt, source, tag, comm, s);            \
+        rc = PMPI_Recv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,   \
+                            comm, s);                                                       \
         return shim_finish_recv("MPI_Recv" #SFX, rc, &b, s, comm);                          \
     }                                                                                       \
                                                                                             \
@@ -153,7 +156,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return rc;                                                                      \
         if (!b.staged)                                                                      \
             return PMPI_Irecv##SFX(buf, count, dt, source, tag, comm, req);                 \
-        rc = PMPI_Irecv##SFX(shim_host_arg(&b), count, dt, source, tag, comm, req);         \
+        rc = PMPI_Irecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,  \
+                             comm, req);                                                    \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
             return rc;                                                                      \
@@ -177,7 +181,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return PMPI_Mrecv##SFX(buf, count, dt, message, status);                        \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
-        rc = PMPI_Mrecv##SFX(shim_host_arg(&b), count, dt, message, s);                     \
+        rc = PMPI_Mrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,      \
+                             s);                                                            \
         return shim_finish_recv("MPI_Mrecv" #SFX, rc, &b, s, MPI_COMM_WORLD);               \
     }                                                                                       \
                                                                                             \
@@ -193,7 +198,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return rc;                                                                      \
         if (!b.staged)                                                                      \
             return PMPI_Imrecv##SFX(buf, count, dt, message, req);                          \
-        rc = PMPI_Imrecv##SFX(shim_host_arg(&b), count, dt, message, req);                  \
+        rc = PMPI_Imrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,     \
+                              req);                                                         \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
             return rc;                                                                      \
@@ -233,9 +239,9 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
         rc = PMPI_Sendrecv##SFX(sb.staged ? shim_host_arg(&sb) : sendbuf, sendcount,          \
-                                sendtype, dest, sendtag,                                      \
+                                shim_type_arg(&sb, sendtype), dest, sendtag,                  \
                                 rb.staged ? shim_host_arg(&rb) : recvbuf, recvcount,          \
-                                recvtype, source, recvtag, comm, s);                          \
+                                shim_type_arg(&rb, recvtype), source, recvtag, comm, s);      \
         shim_release(&sb);                                                                    \
         if (!rb.staged)                                                                       \
             return rc;                                                                        \
@@ -263,8 +269,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                               comm, status);                                  \
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
-        rc = PMPI_Sendrecv_replace##SFX(shim_host_arg(&b), count, dt, dest, sendtag, source,  \
-                                        recvtag, comm, s);                                    \
+        rc = PMPI_Sendrecv_replace##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt),      \
+                                        dest, sendtag, source, recvtag, comm, s);             \
         if (source == MPI_PROC_NULL) {                                                        \
             shim_release(&b);                                                                 \
             return rc;                                                                        \
@@ -290,7 +296,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return rc;                                                                        \
         if (!b.staged)                                                                        \
             return PMPI_##NAME##SFX(buf, count, dt, peer, tag, comm, req);                    \
-        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, peer, tag, comm, req);            \
+        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), peer, tag,     \
+                              comm, req);                                                     \
         if (rc != MPI_SUCCESS) {                                                              \
             shim_release(&b);                                                                 \
             return rc;                                                                        \

@@ -617,8 +617,7 @@ static void test_errors(void)
                  "MPI_Allreduce", "Allreduce of a vector type on device memory");
     expect_error(MPI_Allreduce(MPI_IN_PLACE, r.p, 2, column, MPI_MAX, comm), MPI_ERR_TYPE,
                  "MPI_Allreduce", "Allreduce in place of a vector type on device memory");
-    expect_error(MPI_Bcast(r.p, 1, column, 0, comm), MPI_ERR_TYPE, "MPI_Bcast",
-                 "Bcast of a vector type on device memory");
+    /* (MPI_Bcast of it is staged packed: types_device.c.) */
     verify(&s, "a refused call's sendbuf");
     verify(&r, "a refused call's recvbuf");
     MPI_OK(MPI_Type_free(&column));

@@ -778,9 +778,7 @@ static void test_errors(void)
     expect_error(ICALL(Iallreduce, s.p, r.p, 1, column, MPI_SUM, comm, &req), MPI_ERR_TYPE,
                  "MPI_Iallreduce", "Iallreduce of a vector type on device memory");
     CHECK(req == MPI_REQUEST_NULL, "a refused Iallreduce made a request");
-    expect_error(ICALL(Ibcast, r.p, 1, column, 0, comm, &req), MPI_ERR_TYPE, "MPI_Ibcast",
-                 "Ibcast of a vector type on device memory");
-    CHECK(req == MPI_REQUEST_NULL, "a refused Ibcast made a request");
+    /* (MPI_Ibcast of it is staged packed: types_device.c.) */
     {
         struct vlay ones;
         MPI_Datatype cols[VMAX];

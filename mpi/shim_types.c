@@ -1,0 +1,740 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Non-contiguous datatypes on device memory (issue 13, docs/mpi.md
+ * "Non-contiguous datatypes").
+ *
+ * A datatype is flattened once (MPI_Type_get_envelope / get_contents,
+ * recursively) into the byte runs of ONE element in type-map order: strided
+ * runs {offset, width, pitch, rows}, equal-width blocks at a constant stride
+ * folded into one run. The result (struct shim_layout) is cached per
+ * datatype handle and dropped by the MPI_Type_free wrapper (below) and the
+ * Fortran type_free entries (shim_fortran.c); a staged buffer holds a
+ * reference, so a type freed while a request still uses it stays until
+ * that request completes.
+ *
+ * A staged buffer of such a type is packed: count * size bytes of host
+ * memory, gathered from the device run by run (shim_layout_copy: 2-D copies
+ * when libcucopy has cucopy_ep_copy_2d, else iov zcopies, one entry per
+ * block), and PMPI gets it with the layout's signature type: the same type
+ * signature as one element of the user's type, extent == size, so count
+ * elements of it are exactly the packed bytes. A receive is scattered back
+ * run by run, only the bytes MPI wrote: the holes of the type map are never
+ * written on the device.
+ */
+#include "shim.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the layout of one element ---------------------------------------------------- */
+
+/* Blocks of one basic type, in type-map order: the signature type's pieces. */
+struct sig_piece {
+    MPI_Datatype type;
+    MPI_Count n; /* elements of type */
+};
+
+struct shim_layout {
+    struct shim_layout *next; /* the cache bucket's chain */
+    MPI_Datatype dt;          /* the user's handle (the key) */
+    _Atomic int refs;         /* the cache's one, plus one per staged buffer */
+    MPI_Count size, ext;
+    int shape[4]; /* the envelope: integers, addresses, datatypes, combiner */
+    MPI_Count tlb, text;
+    struct shim_run *runs;
+    size_t nruns;
+    MPI_Datatype sigtype; /* committed; MPI_DATATYPE_NULL when refused */
+    char refusal[200];    /* non-empty: why this type cannot be staged */
+};
+
+/* What flattening builds. */
+struct flat {
+    struct shim_run *runs;
+    size_t nruns, cap;
+    struct sig_piece *sig;
+    size_t nsig, sigcap;
+    MPI_Count bytes; /* emitted so far */
+    char *refusal;   /* where to write why (flattening stops at the first) */
+};
+
+/* Fold @p r into @p a when it continues it: right after a single block (both
+ * single blocks: a wider block), or the same width at a's stride (a single
+ * block a takes any stride not below its width). 1 when folded. */
+static int run_fold(struct shim_run *a, struct shim_run r)
+{
+    MPI_Aint step = r.off - a->off;
+    if (a->rows == 1 && r.rows == 1 && step == (MPI_Aint)a->width) {
+        a->width += r.width;
+        a->pitch = (MPI_Aint)a->width;
+        return 1;
+    }
+    if (a->width != r.width)
+        return 0;
+    if (a->rows == 1) {
+        if (step < (MPI_Aint)a->width || (r.rows > 1 && r.pitch != step))
+            return 0;
+        a->pitch = step;
+        a->rows = 1 + r.rows;
+        return 1;
+    }
+    if (step != a->pitch * (MPI_Aint)a->rows || (r.rows > 1 && r.pitch != a->pitch))
+        return 0;
+    a->rows += r.rows;
+    return 1;
+}
+
+/* Append @p r to the list, folded into its last run where it continues it. */
+static int runs_append(struct shim_run **runs, size_t *n, size_t *cap, struct shim_run r)
+{
+    if (r.width == 0 || r.rows == 0)
+        return 0;
+    if (*n > 0 && run_fold(&(*runs)[*n - 1], r))
+        return 0;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        struct shim_run *p = realloc(*runs, c * sizeof *p);
+        if (p == NULL)
+            return -1;
+        *runs = p;
+        *cap = c;
+    }
+    (*runs)[(*n)++] = r;
+    return 0;
+}
+
+static int flat_refuse(struct flat *f, const char *what)
+{
+    if (f->refusal[0] == '\0')
+        snprintf(f->refusal, 200, "%s", what);
+    return -1;
+}
+
+/* One block of @p n elements of predefined type @p type at @p disp. */
+static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n)
+{
+    MPI_Count size = 0, tlb = 0, text = 0, lb = 0, ext = 0;
+    if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent_x(type, &tlb, &text) != MPI_SUCCESS ||
+        PMPI_Type_get_extent_x(type, &lb, &ext) != MPI_SUCCESS)
+        return flat_refuse(f, "a basic type of the datatype cannot be queried");
+    if (size == 0 || n == 0)
+        return 0; /* MPI_LB, MPI_UB and the like: no bytes */
+    if (tlb != 0 || text != size || lb != 0 || ext != size)
+        return flat_refuse(f, "a basic type with holes (such as MPI_DOUBLE_INT) inside a "
+                              "non-contiguous datatype on device memory is not supported");
+    struct shim_run r = {.off = disp + (MPI_Aint)tlb, .width = (size_t)(n * size),
+                         .pitch = (MPI_Aint)(n * size), .rows = 1};
+    if (runs_append(&f->runs, &f->nruns, &f->cap, r) != 0)
+        return flat_refuse(f, "no memory to flatten the datatype");
+    f->bytes += n * size;
+    if (f->nsig > 0 && f->sig[f->nsig - 1].type == type) {
+        f->sig[f->nsig - 1].n += n;
+        return 0;
+    }
+    if (f->nsig == f->sigcap) {
+        size_t c = f->sigcap ? f->sigcap * 2 : 8;
+        struct sig_piece *p = realloc(f->sig, c * sizeof *p);
+        if (p == NULL)
+            return flat_refuse(f, "no memory to flatten the datatype");
+        f->sig = p;
+        f->sigcap = c;
+    }
+    f->sig[f->nsig++] = (struct sig_piece){type, n};
+    return 0;
+}
+
+static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth);
+
+/* @p n elements of @p dt, the first at @p disp, one extent apart. */
+static int flat_repeat(struct flat *f, MPI_Datatype dt, MPI_Aint disp, MPI_Count n, int depth)
+{
+    MPI_Aint lb = 0, ext = 0;
+    if (PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS)
+        return flat_refuse(f, "a datatype inside the datatype cannot be queried");
+    for (MPI_Count k = 0; k < n; k++)
+        if (flat_type(f, dt, disp + (MPI_Aint)k * ext, depth) != 0)
+            return -1;
+    return 0;
+}
+
+/* The subarray's elements of dimension @p d on (slowest first), from @p disp. */
+static int flat_subarray(struct flat *f, int nd, const int *sizes, const int *subs,
+                         const int *starts, const MPI_Aint *stride, int d, MPI_Aint disp,
+                         MPI_Datatype old, int depth)
+{
+    MPI_Aint at = disp + (MPI_Aint)starts[d] * stride[d];
+    if (d == nd - 1)
+        return flat_repeat(f, old, at, subs[d], depth);
+    for (int i = 0; i < subs[d]; i++)
+        if (flat_subarray(f, nd, sizes, subs, starts, stride, d + 1, at + (MPI_Aint)i * stride[d],
+                          old, depth) != 0)
+            return -1;
+    return 0;
+}
+
+static int is_named(MPI_Datatype dt)
+{
+    int ni = 0, na = 0, nt = 0, comb = 0;
+    return PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) == MPI_SUCCESS &&
+           comb == MPI_COMBINER_NAMED;
+}
+
+/* The blocks of one element of @p dt at @p disp, in type-map order. */
+static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth)
+{
+    if (depth > 64)
+        return flat_refuse(f, "datatype nested more than 64 levels deep");
+    int ni = 0, na = 0, nt = 0, comb = 0;
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) != MPI_SUCCESS)
+        return flat_refuse(f, "MPI_Type_get_envelope failed on it (a datatype made by a "
+                              "large-count constructor?)");
+    if (comb == MPI_COMBINER_NAMED || comb == MPI_COMBINER_F90_REAL ||
+        comb == MPI_COMBINER_F90_COMPLEX || comb == MPI_COMBINER_F90_INTEGER)
+        return flat_emit(f, disp, dt, 1);
+    if (comb == MPI_COMBINER_DARRAY)
+        return flat_refuse(f, "a darray datatype on device memory is not supported");
+    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
+    MPI_Aint *addrs = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)(nt + 1));
+    if (ints == NULL || addrs == NULL || types == NULL) {
+        free(ints);
+        free(addrs);
+        free(types);
+        return flat_refuse(f, "no memory to flatten the datatype");
+    }
+    int rc = 0;
+    if (PMPI_Type_get_contents(dt, ni, na, nt, ints, addrs, types) != MPI_SUCCESS) {
+        nt = 0;
+        rc = flat_refuse(f, "MPI_Type_get_contents failed on it");
+        goto out;
+    }
+    MPI_Aint lb = 0, oext = 0;
+    if (nt > 0 && PMPI_Type_get_extent(types[0], &lb, &oext) != MPI_SUCCESS) {
+        rc = flat_refuse(f, "a datatype inside the datatype cannot be queried");
+        goto out;
+    }
+    switch (comb) {
+    case MPI_COMBINER_DUP:
+    case MPI_COMBINER_RESIZED: /* the extent is the outer type's business */
+        rc = flat_type(f, types[0], disp, depth + 1);
+        break;
+    case MPI_COMBINER_CONTIGUOUS:
+        rc = flat_repeat(f, types[0], disp, ints[0], depth + 1);
+        break;
+    case MPI_COMBINER_VECTOR:
+    case MPI_COMBINER_HVECTOR: {
+        MPI_Aint stride = comb == MPI_COMBINER_VECTOR ? (MPI_Aint)ints[2] * oext : addrs[0];
+        for (int i = 0; i < ints[0] && rc == 0; i++)
+            rc = flat_repeat(f, types[0], disp + (MPI_Aint)i * stride, ints[1], depth + 1);
+        break;
+    }
+    case MPI_COMBINER_INDEXED:
+        for (int i = 0; i < ints[0] && rc == 0; i++)
+            rc = flat_repeat(f, types[0], disp + (MPI_Aint)ints[1 + ints[0] + i] * oext,
+                             ints[1 + i], depth + 1);
+        break;
+    case MPI_COMBINER_HINDEXED:
+        for (int i = 0; i < ints[0] && rc == 0; i++)
+            rc = flat_repeat(f, types[0], disp + addrs[i], ints[1 + i], depth + 1);
+        break;
+    case MPI_COMBINER_INDEXED_BLOCK:
+        for (int i = 0; i < ints[0] && rc == 0; i++)
+            rc = flat_repeat(f, types[0], disp + (MPI_Aint)ints[2 + i] * oext, ints[1],
+                             depth + 1);
+        break;
+    case MPI_COMBINER_HINDEXED_BLOCK:
+        for (int i = 0; i < ints[0] && rc == 0; i++)
+            rc = flat_repeat(f, types[0], disp + addrs[i], ints[1], depth + 1);
+        break;
+    case MPI_COMBINER_STRUCT:
+        for (int i = 0; i < ints[0] && rc == 0; i++)
+            rc = flat_repeat(f, types[i], disp + addrs[i], ints[1 + i], depth + 1);
+        break;
+    case MPI_COMBINER_SUBARRAY: {
+        int nd = ints[0];
+        const int *sizes = ints + 1, *subs = ints + 1 + nd, *starts = ints + 1 + 2 * nd;
+        int order = ints[1 + 3 * nd];
+        /* Dimensions slowest first: C order as given, Fortran order reversed. */
+        int s[32], sub[32], st[32];
+        MPI_Aint stride[32];
+        if (nd < 1 || nd > 32) {
+            rc = flat_refuse(f, "a subarray of more than 32 dimensions is not supported");
+            break;
+        }
+        for (int d = 0; d < nd; d++) {
+            int k = order == MPI_ORDER_FORTRAN ? nd - 1 - d : d;
+            s[d] = sizes[k];
+            sub[d] = subs[k];
+            st[d] = starts[k];
+        }
+        stride[nd - 1] = oext;
+        for (int d = nd - 2; d >= 0; d--)
+            stride[d] = stride[d + 1] * s[d + 1];
+        rc = flat_subarray(f, nd, s, sub, st, stride, 0, disp, types[0], depth + 1);
+        break;
+    }
+    default: {
+        char what[120];
+        snprintf(what, sizeof what,
+                 "a datatype of combiner %d on device memory is not supported", comb);
+        rc = flat_refuse(f, what);
+        break;
+    }
+    }
+out:
+    for (int i = 0; i < nt; i++)
+        if (!is_named(types[i]))
+            PMPI_Type_free(&types[i]);
+    free(ints);
+    free(addrs);
+    free(types);
+    return rc;
+}
+
+/* The signature type of a flattened element (MPI_DATATYPE_NULL on failure):
+ * contiguous when the map has one basic type, else a struct of its pieces at
+ * their packed offsets, resized to extent == size. */
+static MPI_Datatype make_sigtype(const struct flat *f, MPI_Count size)
+{
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    int homogeneous = 1;
+    for (size_t i = 1; i < f->nsig; i++)
+        homogeneous &= f->sig[i].type == f->sig[0].type;
+    MPI_Aint lb = 0, ext = 0;
+    int bsize = 0;
+    if (homogeneous && PMPI_Type_get_extent(f->sig[0].type, &lb, &ext) == MPI_SUCCESS &&
+        PMPI_Type_size(f->sig[0].type, &bsize) == MPI_SUCCESS && ext == bsize && lb == 0 &&
+        size / bsize <= 0x7fffffff) {
+        if (PMPI_Type_contiguous((int)(size / bsize), f->sig[0].type, &t) != MPI_SUCCESS)
+            return MPI_DATATYPE_NULL;
+    } else {
+        if (f->nsig > 0x7fffffff)
+            return MPI_DATATYPE_NULL;
+        int n = (int)f->nsig;
+        int *bl = malloc(sizeof(int) * f->nsig);
+        MPI_Aint *disp = malloc(sizeof(MPI_Aint) * f->nsig);
+        MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * f->nsig);
+        MPI_Datatype st = MPI_DATATYPE_NULL;
+        int ok = bl != NULL && disp != NULL && types != NULL;
+        MPI_Aint at = 0;
+        for (int i = 0; i < n && ok; i++) {
+            int sz = 0;
+            ok = f->sig[i].n <= 0x7fffffff && PMPI_Type_size(f->sig[i].type, &sz) == MPI_SUCCESS;
+            bl[i] = (int)f->sig[i].n;
+            disp[i] = at;
+            types[i] = f->sig[i].type;
+            at += (MPI_Aint)f->sig[i].n * sz;
+        }
+        ok = ok && PMPI_Type_create_struct(n, bl, disp, types, &st) == MPI_SUCCESS;
+        free(bl);
+        free(disp);
+        free(types);
+        if (!ok)
+            return MPI_DATATYPE_NULL;
+        int r = PMPI_Type_create_resized(st, 0, (MPI_Aint)size, &t);
+        PMPI_Type_free(&st);
+        if (r != MPI_SUCCESS)
+            return MPI_DATATYPE_NULL;
+    }
+    if (PMPI_Type_commit(&t) != MPI_SUCCESS) {
+        PMPI_Type_free(&t);
+        return MPI_DATATYPE_NULL;
+    }
+    return t;
+}
+
+/* What a cached layout is checked against at each use: a handle freed
+ * behind the shim's back (PMPI_Type_free from another library) and taken by
+ * a type of another shape is rebuilt. Fills size, ext, tlb, text, shape. */
+static int layout_shape(MPI_Datatype dt, struct shim_layout *L)
+{
+    MPI_Count lb = 0;
+    return PMPI_Type_size_x(dt, &L->size) == MPI_SUCCESS &&
+           PMPI_Type_get_extent_x(dt, &lb, &L->ext) == MPI_SUCCESS &&
+           PMPI_Type_get_true_extent_x(dt, &L->tlb, &L->text) == MPI_SUCCESS &&
+           PMPI_Type_get_envelope(dt, &L->shape[0], &L->shape[1], &L->shape[2],
+                                  &L->shape[3]) == MPI_SUCCESS;
+}
+
+static int layout_same_shape(MPI_Datatype dt, const struct shim_layout *L)
+{
+    struct shim_layout now;
+    return layout_shape(dt, &now) && now.size == L->size && now.ext == L->ext &&
+           now.tlb == L->tlb && now.text == L->text &&
+           memcmp(now.shape, L->shape, sizeof now.shape) == 0;
+}
+
+static struct shim_layout *layout_build(MPI_Datatype dt)
+{
+    struct shim_layout *L = calloc(1, sizeof *L);
+    if (L == NULL)
+        return NULL;
+    L->dt = dt;
+    L->sigtype = MPI_DATATYPE_NULL;
+    atomic_init(&L->refs, 1);
+    struct flat f = {.refusal = L->refusal};
+    if (!layout_shape(dt, L)) {
+        snprintf(L->refusal, sizeof L->refusal, "the datatype cannot be queried");
+    } else if (flat_type(&f, dt, 0, 0) == 0) {
+        if (f.bytes != L->size)
+            snprintf(L->refusal, sizeof L->refusal,
+                     "flattening the datatype gave %lld bytes, MPI_Type_size says %lld",
+                     (long long)f.bytes, (long long)L->size);
+        else if ((L->sigtype = make_sigtype(&f, L->size)) == MPI_DATATYPE_NULL)
+            snprintf(L->refusal, sizeof L->refusal,
+                     "the datatype's packed signature type cannot be made");
+    }
+    L->runs = f.runs;
+    L->nruns = f.nruns;
+    free(f.sig);
+    return L;
+}
+
+static void layout_unref(struct shim_layout *L)
+{
+    if (L == NULL || atomic_fetch_sub(&L->refs, 1) != 1)
+        return;
+    if (L->sigtype != MPI_DATATYPE_NULL) {
+        int finalized = 0;
+        PMPI_Finalized(&finalized);
+        if (!finalized)
+            PMPI_Type_free(&L->sigtype);
+    }
+    free(L->runs);
+    free(L);
+}
+
+/* ---- the cache: datatype handle -> layout ------------------------------------------ */
+
+#define CACHE_BUCKETS 64
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_layout *cache[CACHE_BUCKETS];
+
+static size_t bucket_of(MPI_Datatype dt)
+{
+    uint64_t k = 0;
+    memcpy(&k, &dt, sizeof dt < sizeof k ? sizeof dt : sizeof k);
+    k ^= k >> 29;
+    k *= 0x9e3779b97f4a7c15ull;
+    return (size_t)(k >> 58) % CACHE_BUCKETS;
+}
+
+/* Where @p dt's entry is linked (*slot NULL: none); under cache_mu. */
+static struct shim_layout **cache_slot(MPI_Datatype dt)
+{
+    struct shim_layout **p = &cache[bucket_of(dt)];
+    while (*p != NULL && (*p)->dt != dt)
+        p = &(*p)->next;
+    return p;
+}
+
+/* The layout of @p dt with a reference for the caller (built on a miss);
+ * NULL without memory. */
+static struct shim_layout *layout_get(MPI_Datatype dt)
+{
+    pthread_mutex_lock(&cache_mu);
+    struct shim_layout **p = cache_slot(dt);
+    struct shim_layout *L = *p;
+    if (L != NULL && !layout_same_shape(dt, L)) {
+        *p = L->next; /* a stale entry: its staged buffers keep it alive */
+        layout_unref(L);
+        L = NULL;
+    }
+    if (L == NULL && (L = layout_build(dt)) != NULL) {
+        L->next = *p;
+        *p = L;
+    }
+    if (L != NULL)
+        atomic_fetch_add(&L->refs, 1);
+    pthread_mutex_unlock(&cache_mu);
+    return L;
+}
+
+void shim_types_forget(MPI_Datatype dt)
+{
+    pthread_mutex_lock(&cache_mu);
+    struct shim_layout **p = cache_slot(dt);
+    struct shim_layout *L = *p;
+    if (L != NULL)
+        *p = L->next;
+    pthread_mutex_unlock(&cache_mu);
+    layout_unref(L);
+}
+
+SHIM_EXPORT int MPI_Type_free(MPI_Datatype *dt)
+{
+    if (dt != NULL)
+        shim_types_forget(*dt);
+    return PMPI_Type_free(dt);
+}
+
+/* ---- the copies of a run list ------------------------------------------------------ */
+
+/* Entries per call at most (cucopy's max_iov may be lower). */
+#define SHIM_COPY_ENTRIES 64
+/* Calls in flight before waiting for them. */
+#define COPY_WINDOW 64
+
+struct copy_slot {
+    cucopy_completion_t comp;
+    _Atomic int done;
+};
+
+static void slot_done(cucopy_completion_t *c)
+{
+    atomic_store(&((struct copy_slot *)c)->done, 1);
+}
+
+/* Issuing and waiting for the copies of one run list. */
+struct copier {
+    int to_device;
+    size_t max;           /* entries per call */
+    int use_2d;
+    cucopy_iov_t iov[SHIM_COPY_ENTRIES];
+    struct shim_copy_2d c2d[SHIM_COPY_ENTRIES];
+    size_t n;             /* entries pending */
+    char *remote;         /* iov mode: the packed address of the first pending entry */
+    struct copy_slot slots[COPY_WINDOW];
+    int inflight;
+    cucopy_status_t st;
+};
+
+static cucopy_status_t copier_wait(struct copier *c)
+{
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < c->inflight; i++)
+            pending += !atomic_load(&c->slots[i].done);
+        if (pending == 0)
+            break;
+        int r = shim_cc.iface_progress(shim_cc.iface);
+        if (r < 0 && c->st == CUCOPY_OK)
+            c->st = (cucopy_status_t)r;
+    }
+    for (int i = 0; i < c->inflight; i++)
+        if (c->slots[i].comp.status != CUCOPY_OK && c->st == CUCOPY_OK)
+            c->st = c->slots[i].comp.status;
+    c->inflight = 0;
+    return c->st;
+}
+
+/* Issue the pending entries as one call. */
+static cucopy_status_t copier_issue(struct copier *c)
+{
+    if (c->n == 0 || c->st != CUCOPY_OK)
+        return c->st;
+    if (c->inflight == COPY_WINDOW && copier_wait(c) != CUCOPY_OK)
+        return c->st;
+    struct copy_slot *s = &c->slots[c->inflight];
+    for (;;) {
+        s->comp = (cucopy_completion_t){.func = slot_done, .count = 1, .status = CUCOPY_OK};
+        atomic_store(&s->done, 0);
+        cucopy_status_t st;
+        if (c->use_2d)
+            st = shim_cc.ep_copy_2d(shim_cc.ep, c->c2d, c->n, &s->comp);
+        else if (c->to_device)
+            st = shim_cc.ep_get_zcopy(shim_cc.ep, c->iov, c->n, (uint64_t)(uintptr_t)c->remote,
+                                      &s->comp);
+        else
+            st = shim_cc.ep_put_zcopy(shim_cc.ep, c->iov, c->n, (uint64_t)(uintptr_t)c->remote,
+                                      &s->comp);
+        if (st == CUCOPY_ERR_NO_RESOURCE) {
+            /* Nothing of it is in flight: free events, then retry it whole. */
+            if (c->inflight > 0)
+                copier_wait(c);
+            else
+                shim_cc.iface_progress(shim_cc.iface);
+            if (c->st != CUCOPY_OK)
+                return c->st;
+            s = &c->slots[c->inflight];
+            continue;
+        }
+        if (st == CUCOPY_INPROGRESS)
+            c->inflight++;
+        else if (st != CUCOPY_OK)
+            c->st = st;
+        break;
+    }
+    c->n = 0;
+    return c->st;
+}
+
+/* One strided run: @p rows blocks of @p width bytes, @p pitch apart, at
+ * device address @p dev; packed at @p host. */
+static cucopy_status_t copier_add(struct copier *c, char *dev, size_t width, MPI_Aint pitch,
+                                  size_t rows, char *host)
+{
+    if (c->use_2d) {
+        if (c->n == c->max && copier_issue(c) != CUCOPY_OK)
+            return c->st;
+        struct shim_copy_2d *e = &c->c2d[c->n++];
+        *e = (struct shim_copy_2d){0};
+        if (c->to_device) {
+            e->dst = dev;
+            e->dst_pitch = rows > 1 ? (size_t)pitch : width;
+            e->src = host;
+            e->src_pitch = width;
+        } else {
+            e->dst = host;
+            e->dst_pitch = width;
+            e->src = dev;
+            e->src_pitch = rows > 1 ? (size_t)pitch : width;
+        }
+        e->width = width;
+        e->height = rows;
+        return CUCOPY_OK;
+    }
+    for (size_t k = 0; k < rows; k++) {
+        if (c->n == c->max && copier_issue(c) != CUCOPY_OK)
+            return c->st;
+        if (c->n == 0)
+            c->remote = host + k * width;
+        c->iov[c->n++] = (cucopy_iov_t){dev + (MPI_Aint)k * pitch, width};
+    }
+    return CUCOPY_OK;
+}
+
+/* Run @p r (device offsets from @p base) whose packed bytes start at @p at:
+ * only what lies below @p nbytes (whole rows, then a part of one). */
+static void copier_run(struct copier *c, char *base, char *host, size_t at,
+                       const struct shim_run *r, size_t nbytes)
+{
+    if (at >= nbytes)
+        return;
+    size_t rows = r->rows;
+    if (at + r->width * r->rows > nbytes)
+        rows = (nbytes - at) / r->width;
+    if (rows > 0)
+        copier_add(c, base + r->off, r->width, r->pitch, rows, host + at);
+    size_t tail = rows < r->rows ? nbytes - at - rows * r->width : 0;
+    if (tail > 0 && c->st == CUCOPY_OK)
+        copier_add(c, base + r->off + (MPI_Aint)rows * r->pitch, tail, (MPI_Aint)tail, 1,
+                   host + at + rows * r->width);
+}
+
+/* Copy the first @p nbytes packed bytes of @p count elements of layout @p L
+ * between device buffer @p base (the buffer argument: offsets are from it)
+ * and packed host memory @p host. */
+static cucopy_status_t layout_copy(int to_device, const struct shim_layout *L, MPI_Count count,
+                                   char *base, char *host, size_t nbytes)
+{
+    struct copier *c = malloc(sizeof *c);
+    if (c == NULL)
+        return CUCOPY_ERR_NO_MEMORY;
+    c->to_device = to_device;
+    c->use_2d = shim_cc.ep_copy_2d != NULL;
+    c->max = shim_cc.max_iov < SHIM_COPY_ENTRIES ? shim_cc.max_iov : SHIM_COPY_ENTRIES;
+    if (c->max == 0)
+        c->max = 1;
+    c->n = 0;
+    c->inflight = 0;
+    c->st = CUCOPY_OK;
+    /* The runs of all elements, each folded into the one before when it
+     * continues its stride (count elements of a vector: one run). */
+    struct shim_run pend = {0};
+    size_t at = 0; /* packed bytes of the runs before pend */
+    for (MPI_Count e = 0; e < count && at < nbytes && c->st == CUCOPY_OK; e++) {
+        for (size_t i = 0; i < L->nruns && c->st == CUCOPY_OK; i++) {
+            struct shim_run r = L->runs[i];
+            r.off += (MPI_Aint)e * (MPI_Aint)L->ext;
+            if (pend.rows > 0 && run_fold(&pend, r))
+                continue;
+            if (pend.rows > 0) {
+                copier_run(c, base, host, at, &pend, nbytes);
+                at += pend.width * pend.rows;
+            }
+            pend = r;
+        }
+    }
+    if (pend.rows > 0 && at < nbytes && c->st == CUCOPY_OK)
+        copier_run(c, base, host, at, &pend, nbytes);
+    if (c->st == CUCOPY_OK)
+        copier_issue(c);
+    copier_wait(c);
+    cucopy_status_t st = c->st;
+    free(c);
+    return st;
+}
+
+/* ---- staging ------------------------------------------------------------------------ */
+
+int shim_types_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype dt,
+                     MPI_Comm comm, int direction, int device, struct shim_buf *b)
+{
+    struct shim_layout *L = layout_get(dt);
+    if (L == NULL)
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory to flatten the datatype");
+    if (L->refusal[0] != '\0') {
+        char what[300];
+        snprintf(what, sizeof what, "non-contiguous datatype on device memory: %s", L->refusal);
+        layout_unref(L);
+        return shim_error(comm, MPI_ERR_TYPE, call, what);
+    }
+    if ((unsigned long long)count > SIZE_MAX / (unsigned long long)L->size) {
+        layout_unref(L);
+        return shim_error(comm, MPI_ERR_COUNT, call, "count * type size overflows");
+    }
+    size_t bytes = (size_t)count * (size_t)L->size;
+    b->host = shim_pool_get(bytes, &b->cap, &b->pinned);
+    if (b->host == NULL) {
+        layout_unref(L);
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no host memory for staging");
+    }
+    b->first = (char *)buf;
+    b->tlb = 0;
+    b->bytes = bytes;
+    b->device = device;
+    b->layout = L;
+    b->count = count;
+    b->ptype = L->sigtype;
+    b->staged = 1;
+    if (direction & SHIM_TO_MPI) {
+        int rc = shim_types_copy(call, b, 0, bytes, comm);
+        if (rc != MPI_SUCCESS) {
+            shim_release(b);
+            return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+int shim_types_copy(const char *call, struct shim_buf *b, int to_device, size_t n,
+                    MPI_Comm comm)
+{
+    if (n > b->bytes)
+        n = b->bytes;
+    if (n == 0)
+        return MPI_SUCCESS;
+    cucopy_status_t st = layout_copy(to_device, b->layout, b->count, b->first, b->host, n);
+    if (st != CUCOPY_OK)
+        return shim_cucopy_error(comm, call,
+                                 to_device ? "scattering the received message to device memory"
+                                           : "gathering the device buffer into host memory");
+    shim_stats_add(to_device, b->device, n);
+    return MPI_SUCCESS;
+}
+
+void shim_types_unref(struct shim_layout *L)
+{
+    layout_unref(L);
+}
+
+
+struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len)
+{
+    struct shim_buf part = *b;
+    part.bytes = off >= b->bytes ? 0 : len < b->bytes - off ? len : b->bytes - off;
+    part.host += off;
+    if (b->layout == NULL) {
+        part.first += off;
+    } else {
+        size_t size = (size_t)b->layout->size;
+        part.first += (MPI_Aint)(off / size) * (MPI_Aint)b->layout->ext;
+        part.count = (MPI_Count)((part.bytes + size - 1) / size);
+    }
+    return part;
+}
