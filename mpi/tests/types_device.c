@@ -545,6 +545,76 @@ static void test_coll(void)
     }
 }
 
+/* The v forms where one side is a single buffer: a non-contiguous type of
+ * doubles there (staged packed), MPI_DOUBLE blocks with a gap between them
+ * on the other side (staged as a span), both on device memory. */
+enum vcoll { GATHERV, SCATTERV, ALLGATHERV, IALLGATHERV, VCOLLS };
+static const char *const vcoll_name[VCOLLS] = {"Gatherv", "Scatterv", "Allgatherv",
+                                               "Iallgatherv"};
+
+static void run_vcoll(enum vcoll k, char *one, char *blocks, MPI_Datatype dt, int count,
+                      const int *counts, const int *displs)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Request req = MPI_REQUEST_NULL;
+    switch (k) {
+    case GATHERV:
+        MPI_OK(MPI_Gatherv(one, count, dt, blocks, counts, displs, MPI_DOUBLE, 0, w));
+        break;
+    case SCATTERV:
+        MPI_OK(MPI_Scatterv(blocks, counts, displs, MPI_DOUBLE, one, count, dt, 0, w));
+        break;
+    case ALLGATHERV:
+        MPI_OK(MPI_Allgatherv(one, count, dt, blocks, counts, displs, MPI_DOUBLE, w));
+        break;
+    case IALLGATHERV:
+        MPI_OK(MPI_Iallgatherv(one, count, dt, blocks, counts, displs, MPI_DOUBLE, w, &req));
+        break;
+    default:
+        break;
+    }
+    MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+}
+
+static void test_vcoll(void)
+{
+    static const int pick[] = {0, 8, 9}; /* vector, subarray Fortran, x-face: doubles */
+    int seed = 0;
+    int *counts = malloc(sizeof(int) * (size_t)nranks);
+    int *displs = malloc(sizeof(int) * (size_t)nranks);
+    for (size_t p = 0; p < sizeof pick / sizeof pick[0]; p++) {
+        const struct zoo *z = &zoo[pick[p]];
+        int size = 0;
+        MPI_OK(MPI_Type_size(z->dt, &size));
+        int nd = z->count * size / (int)sizeof(double);
+        for (int q = 0; q < nranks; q++) {
+            counts[q] = nd;
+            displs[q] = q * (nd + 1); /* one double of gap before the next block */
+        }
+        size_t vspan = (size_t)nranks * (size_t)(nd + 1) * sizeof(double);
+        for (int k = 0; k < VCOLLS; k++) {
+            struct tbuf o = tb_alloc(rank % ndev, span_of(z->dt, z->count));
+            struct tbuf b = tb_alloc((rank + 1) % ndev, vspan);
+            char *ho = malloc(o.len), *hb = malloc(b.len);
+            seed++;
+            tb_fill(&o, 60 + seed + 5 * rank, ho);
+            tb_fill(&b, 120 + seed + 3 * rank, hb);
+            run_vcoll((enum vcoll)k, ho + PAD, hb + PAD, z->dt, z->count, counts, displs);
+            run_vcoll((enum vcoll)k, o.origin, b.origin, z->dt, z->count, counts, displs);
+            EXPECT_SAME(&o, ho, "%s of %s (its single buffer): data or canaries",
+                        vcoll_name[k], z->name);
+            EXPECT_SAME(&b, hb, "%s of %s (its blocks of doubles): data or canaries",
+                        vcoll_name[k], z->name);
+            free(ho);
+            free(hb);
+            tb_free(&o);
+            tb_free(&b);
+        }
+    }
+    free(counts);
+    free(displs);
+}
+
 /* ---- refused: a clear MPI_ERR_TYPE, nothing sent ------------------------------------------ */
 
 static void expect_refusal(int rc, const char *call, const char *words)
@@ -615,6 +685,7 @@ int main(int argc, char **argv)
     RUN(partial);
     RUN(cache);
     RUN(coll);
+    RUN(vcoll);
     RUN(refused);
     for (int z = 0; z < nzoo; z++)
         MPI_Type_free(&zoo[z].dt);
