@@ -249,7 +249,17 @@ struct shim_coll {
      * start); malloc'd, freed by shim_coll_release or by the request record. */
     struct shim_piece *pieces[2];
     int npieces[2];
+    int present[2]; /* buffer i is significant here and not MPI_IN_PLACE */
+    /* A reduction on a non-contiguous type of one basic type, staged packed:
+     * PMPI gets rcount elements of that basic type, rtype (MPI_DATATYPE_NULL:
+     * the user's count and type). */
+    MPI_Datatype rtype;
+    MPI_Count rcount;
 };
+
+/* A reduction's count and datatype for PMPI (in a RUN's HOST call). */
+#define SHIM_COLL_RCOUNT(n) (c.rtype != MPI_DATATYPE_NULL ? c.rcount : (n))
+#define SHIM_COLL_RTYPE(dt) (c.rtype != MPI_DATATYPE_NULL ? c.rtype : (dt))
 
 /*
  * The staging decisions of one collective, shared by the blocking wrappers
@@ -415,8 +425,9 @@ void shim_coll_release(struct shim_coll *c);
             PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, comm XA()),     \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
-                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op,        \
-                                               comm XA()));                                     \
+                                               SHIM_COLL_ARG(1, recvbuf),                       \
+                                               SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt),    \
+                                               op, comm XA()));                                 \
     }
 
 #define SHIM_COLL_REDUCE(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                              \
@@ -430,8 +441,9 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, root,           \
                                                comm XA()),                                      \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
-                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op, root,  \
-                                               comm XA()));                                     \
+                                               SHIM_COLL_ARG(1, recvbuf),                       \
+                                               SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt),    \
+                                               op, root, comm XA()));                           \
     }
 
 #define SHIM_COLL_REDUCE_SCATTER(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                      \
@@ -717,6 +729,10 @@ int shim_types_copy(const char *call, struct shim_buf *b, int to_device, size_t 
                     MPI_Comm comm);
 /* Drop a reference to a layout (shim_release). */
 void shim_types_unref(struct shim_layout *L);
+/* 1 when the layout's map is *per_element elements of one predefined type
+ * *basic (extent == size) per element of the user's type (a reduction with
+ * a predefined op runs on count x that of it). */
+int shim_types_basic(const struct shim_layout *L, MPI_Datatype *basic, MPI_Count *per_element);
 /* Forget the cached layout of @p dt (MPI_Type_free, C and Fortran). */
 void shim_types_forget(MPI_Datatype dt);
 

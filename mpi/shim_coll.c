@@ -51,6 +51,9 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
     c->out[0] = c->out[1] = 0;
     c->pieces[0] = c->pieces[1] = NULL;
     c->npieces[0] = c->npieces[1] = 0;
+    c->present[0] = c->present[1] = 0;
+    c->rtype = MPI_DATATYPE_NULL;
+    c->rcount = 0;
     if (comm == MPI_COMM_NULL)
         return 1;
     if (PMPI_Comm_test_inter(comm, &c->inter) != MPI_SUCCESS ||
@@ -89,6 +92,7 @@ static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blo
     c->dir[i] = dir;
     if (buf == MPI_IN_PLACE || blocks <= 0 || count <= 0)
         return MPI_SUCCESS;
+    c->present[i] = 1;
     MPI_Count lb = 0, ext = 0;
     if (PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS)
         return MPI_SUCCESS; /* a bad type is MPI's to report */
@@ -183,20 +187,49 @@ int shim_coll_end(struct shim_coll *c, int rc)
             return rc_;              \
     } while (0)
 
-/* The end of a reduction's staging (@p rc: its result): a non-contiguous
- * datatype on device memory is refused there (docs/mpi.md "Refused, and
- * why": its packed signature type would meet the user's type in one call). */
-static int coll_reduction(struct shim_coll *c, int rc)
+/*
+ * The end of a reduction's staging (@p rc: its result; @p count: the count
+ * argument, -1 for Reduce_scatter's array). A non-contiguous datatype on
+ * device memory is staged packed, and PMPI gets count x k elements of its
+ * one basic type B (a predefined op takes B; Open MPI refuses one on a
+ * derived type, MPI_ERR_OP, measured): when the map is k elements of B, every
+ * buffer of the call that MPI touches here is such a staged one (a host
+ * buffer would be read with the user's type, the packed ones with B), and
+ * the count fits an int. Otherwise MPI_ERR_TYPE, naming what.
+ */
+static int coll_reduction(struct shim_coll *c, int rc, MPI_Count count)
 {
     if (rc != MPI_SUCCESS || !((c->b[0].staged && c->b[0].layout != NULL) ||
                                (c->b[1].staged && c->b[1].layout != NULL)))
         return rc;
+    const char *why = NULL;
+    MPI_Datatype basic = MPI_DATATYPE_NULL;
+    MPI_Count k = 0;
+    for (int i = 0; i < 2 && why == NULL; i++) {
+        if (!c->present[i])
+            continue;
+        if (!c->b[i].staged || c->b[i].layout == NULL)
+            why = "a reduction between a non-contiguous datatype on device memory and host "
+                  "memory in one call is not supported";
+        else if (!shim_types_basic(c->b[i].layout, &basic, &k))
+            why = "a reduction on a non-contiguous datatype on device memory whose basic "
+                  "types are not all one predefined type is not supported";
+    }
+    if (why == NULL && count < 0)
+        why = "a reduction with per-rank counts on a non-contiguous datatype on device memory "
+              "is not supported";
+    if (why == NULL && count > 0x7fffffff / k)
+        why = "a reduction on a non-contiguous datatype on device memory of more than "
+              "INT_MAX basic elements is not supported";
+    if (why == NULL) {
+        c->rtype = basic;
+        c->rcount = count * k;
+        return MPI_SUCCESS;
+    }
     shim_coll_release(c);
     if (shim_types_only)
         return MPI_SUCCESS; /* CUCOPY_MPI_STAGE=types without reduce: the MPI's */
-    return shim_error(c->comm, MPI_ERR_TYPE, c->call,
-                      "a reduction on a non-contiguous datatype on device memory is not "
-                      "supported");
+    return shim_error(c->comm, MPI_ERR_TYPE, c->call, why);
 }
 
 int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
@@ -216,7 +249,8 @@ int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *send
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
     return coll_reduction(
-        c, coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
+        c, coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
+        count);
 }
 
 /* Exscan: recvbuf of rank 0 is undefined after the call: left as it was (with
@@ -230,7 +264,8 @@ int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf,
     int out = c->rank == 0 ? 0 : SHIM_FROM_MPI;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
     return coll_reduction(
-        c, coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count));
+        c, coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count),
+        count);
 }
 
 /* Reduce: recvbuf is significant at the root only (MPI_IN_PLACE: the root's
@@ -246,7 +281,7 @@ int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf,
     if (c->root)
         STAGE_OR_RETURN(
             coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
-    return coll_reduction(c, MPI_SUCCESS);
+    return coll_reduction(c, MPI_SUCCESS, count);
 }
 
 /* Reduce_local: no communicator; errors go to MPI_COMM_WORLD's handler. */
@@ -256,7 +291,8 @@ int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *in
     if (!coll_begin(c, call, MPI_COMM_NULL, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     STAGE_OR_RETURN(coll_stage(c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_reduction(c, coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count));
+    return coll_reduction(c, coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count),
+                          count);
 }
 
 /* Reduce_scatter_block: size x recvcount in, recvcount out (MPI_IN_PLACE:
@@ -269,8 +305,10 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
-    return coll_reduction(c, coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
-                                        in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
+    return coll_reduction(c,
+                          coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
+                                     in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
+                          count);
 }
 
 /* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:
@@ -293,7 +331,8 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
         return coll_reduction(c, coll_stage(c, 1, recvbuf, 1,                                \
                                             in_place ? total : counts[c->rank], dt,          \
                                             in_place ? SHIM_BOTH : SHIM_FROM_MPI,            \
-                                            counts[c->rank]));                               \
+                                            counts[c->rank]),                                \
+                              -1);                                                           \
     }
 
 COLL_REDUCE_SCATTER(shim_coll_reduce_scatter, int)
@@ -678,7 +717,7 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
                  shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt), \
                  PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op),                          \
                  PMPI_Reduce_local##SFX(SHIM_COLL_ARG(0, inbuf), SHIM_COLL_ARG(1, inoutbuf),      \
-                                        count, dt, op));                                          \
+                                        SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt), op));       \
     }
 
 #define COLL_NM(UPPER, LOWER) UPPER

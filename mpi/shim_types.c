@@ -47,6 +47,8 @@ struct shim_layout {
     struct shim_run *runs;
     size_t nruns;
     MPI_Datatype sigtype; /* committed; MPI_DATATYPE_NULL when refused */
+    MPI_Datatype basic;   /* the one basic type of the map, or MPI_DATATYPE_NULL */
+    MPI_Count nbasic;     /* elements of basic per element */
     char refusal[200];    /* non-empty: why this type cannot be staged */
 };
 
@@ -148,9 +150,20 @@ static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count
 
 static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth);
 
-/* @p n elements of @p dt, the first at @p disp, one extent apart. */
+static int is_basic(MPI_Datatype dt)
+{
+    int ni = 0, na = 0, nt = 0, comb = 0;
+    return PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) == MPI_SUCCESS &&
+           (comb == MPI_COMBINER_NAMED || comb == MPI_COMBINER_F90_REAL ||
+            comb == MPI_COMBINER_F90_COMPLEX || comb == MPI_COMBINER_F90_INTEGER);
+}
+
+/* @p n elements of @p dt, the first at @p disp, one extent apart: n of a
+ * basic type are one block (a row of a subarray: one emit, not n). */
 static int flat_repeat(struct flat *f, MPI_Datatype dt, MPI_Aint disp, MPI_Count n, int depth)
 {
+    if (is_basic(dt))
+        return flat_emit(f, disp, dt, n);
     MPI_Aint lb = 0, ext = 0;
     if (PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS)
         return flat_refuse(f, "a datatype inside the datatype cannot be queried");
@@ -173,13 +186,6 @@ static int flat_subarray(struct flat *f, int nd, const int *sizes, const int *su
                           old, depth) != 0)
             return -1;
     return 0;
-}
-
-static int is_named(MPI_Datatype dt)
-{
-    int ni = 0, na = 0, nt = 0, comb = 0;
-    return PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) == MPI_SUCCESS &&
-           comb == MPI_COMBINER_NAMED;
 }
 
 /* The blocks of one element of @p dt at @p disp, in type-map order. */
@@ -286,7 +292,7 @@ static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth)
     }
 out:
     for (int i = 0; i < nt; i++)
-        if (!is_named(types[i]))
+        if (!is_basic(types[i])) /* derived ones are new objects: freed */
             PMPI_Type_free(&types[i]);
     free(ints);
     free(addrs);
@@ -297,7 +303,8 @@ out:
 /* The signature type of a flattened element (MPI_DATATYPE_NULL on failure):
  * contiguous when the map has one basic type, else a struct of its pieces at
  * their packed offsets, resized to extent == size. */
-static MPI_Datatype make_sigtype(const struct flat *f, MPI_Count size)
+static MPI_Datatype make_sigtype(const struct flat *f, MPI_Count size, MPI_Datatype *basic,
+                                 MPI_Count *nbasic)
 {
     MPI_Datatype t = MPI_DATATYPE_NULL;
     int homogeneous = 1;
@@ -310,6 +317,8 @@ static MPI_Datatype make_sigtype(const struct flat *f, MPI_Count size)
         size / bsize <= 0x7fffffff) {
         if (PMPI_Type_contiguous((int)(size / bsize), f->sig[0].type, &t) != MPI_SUCCESS)
             return MPI_DATATYPE_NULL;
+        *basic = f->sig[0].type;
+        *nbasic = size / bsize;
     } else {
         if (f->nsig > 0x7fffffff)
             return MPI_DATATYPE_NULL;
@@ -374,6 +383,7 @@ static struct shim_layout *layout_build(MPI_Datatype dt)
         return NULL;
     L->dt = dt;
     L->sigtype = MPI_DATATYPE_NULL;
+    L->basic = MPI_DATATYPE_NULL;
     atomic_init(&L->refs, 1);
     struct flat f = {.refusal = L->refusal};
     if (!layout_shape(dt, L)) {
@@ -383,7 +393,8 @@ static struct shim_layout *layout_build(MPI_Datatype dt)
             snprintf(L->refusal, sizeof L->refusal,
                      "flattening the datatype gave %lld bytes, MPI_Type_size says %lld",
                      (long long)f.bytes, (long long)L->size);
-        else if ((L->sigtype = make_sigtype(&f, L->size)) == MPI_DATATYPE_NULL)
+        else if ((L->sigtype = make_sigtype(&f, L->size, &L->basic, &L->nbasic)) ==
+                 MPI_DATATYPE_NULL)
             snprintf(L->refusal, sizeof L->refusal,
                      "the datatype's packed signature type cannot be made");
     }
@@ -723,6 +734,13 @@ void shim_types_unref(struct shim_layout *L)
     layout_unref(L);
 }
 
+
+int shim_types_basic(const struct shim_layout *L, MPI_Datatype *basic, MPI_Count *per_element)
+{
+    *basic = L->basic;
+    *per_element = L->nbasic;
+    return L->basic != MPI_DATATYPE_NULL;
+}
 
 struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len)
 {

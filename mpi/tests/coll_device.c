@@ -612,11 +612,14 @@ static void test_errors(void)
     MPI_Datatype column;
     MPI_OK(MPI_Type_vector(8, 1, 4, MPI_INT, &column));
     MPI_OK(MPI_Type_commit(&column));
-    /* Refused on every rank before anything is sent: no rank waits. */
-    expect_error(MPI_Allreduce(s.p, r.p, 1, column, MPI_SUM, comm), MPI_ERR_TYPE,
-                 "MPI_Allreduce", "Allreduce of a vector type on device memory");
-    expect_error(MPI_Allreduce(MPI_IN_PLACE, r.p, 2, column, MPI_MAX, comm), MPI_ERR_TYPE,
-                 "MPI_Allreduce", "Allreduce in place of a vector type on device memory");
+    /* Refused on every rank before anything is sent: no rank waits. A
+     * reduction between a vector type on device memory and host memory (on
+     * device memory alone it is staged: types_device.c). */
+    static int host_ints[64];
+    expect_error(MPI_Allreduce(host_ints, r.p, 1, column, MPI_SUM, comm), MPI_ERR_TYPE,
+                 "MPI_Allreduce", "Allreduce of a vector type from host to device memory");
+    expect_error(MPI_Allreduce(s.p, host_ints, 2, column, MPI_MAX, comm), MPI_ERR_TYPE,
+                 "MPI_Allreduce", "Allreduce of a vector type from device to host memory");
     /* (MPI_Bcast of it is staged packed: types_device.c.) */
     verify(&s, "a refused call's sendbuf");
     verify(&r, "a refused call's recvbuf");

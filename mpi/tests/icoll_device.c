@@ -774,9 +774,13 @@ static void test_errors(void)
     MPI_OK(MPI_Type_vector(8, 1, 4, MPI_INT, &column));
     MPI_OK(MPI_Type_commit(&column));
     MPI_Request req = MPI_REQUEST_NULL;
-    /* Refused on every rank before anything is started: no request. */
-    expect_error(ICALL(Iallreduce, s.p, r.p, 1, column, MPI_SUM, comm, &req), MPI_ERR_TYPE,
-                 "MPI_Iallreduce", "Iallreduce of a vector type on device memory");
+    /* Refused on every rank before anything is started: no request. A
+     * reduction between a vector type on device memory and host memory (on
+     * device memory alone it is staged: types_device.c). */
+    static int host_ints[64];
+    expect_error(ICALL(Iallreduce, host_ints, r.p, 1, column, MPI_SUM, comm, &req),
+                 MPI_ERR_TYPE, "MPI_Iallreduce",
+                 "Iallreduce of a vector type from host to device memory");
     CHECK(req == MPI_REQUEST_NULL, "a refused Iallreduce made a request");
     /* (MPI_Ibcast of it is staged packed: types_device.c.) */
     {

@@ -164,6 +164,7 @@ struct zoo {
 };
 
 #define ZOO_MAX 24
+#define VMAX_RANKS 64
 static struct zoo zoo[ZOO_MAX];
 static int nzoo;
 
@@ -615,6 +616,103 @@ static void test_vcoll(void)
     free(displs);
 }
 
+/* ---- reductions -------------------------------------------------------------------------- */
+
+/* Reductions on a type of ints on device memory, every buffer the call
+ * touches on device memory: PMPI gets count x k MPI_INTs (the shim's packed
+ * staging). The oracle: the same reduction by MPI on the packed host copies
+ * (MPI_INT, count x k), unpacked into a canaried copy of the receive buffer
+ * (MPI itself packing and unpacking, through MPI_COMM_SELF). */
+enum red { ALLREDUCE, ALLREDUCE_IN_PLACE, REDUCE, REDUCE_LOCAL, SCAN, EXSCAN,
+           REDUCE_SCATTER_BLOCK, IALLREDUCE, REDS };
+static const char *const red_name[REDS] = {"Allreduce", "Allreduce in place", "Reduce",
+                                           "Reduce_local", "Scan", "Exscan",
+                                           "Reduce_scatter_block", "Iallreduce"};
+
+static void run_red(enum red k, char *s, char *r, int count, MPI_Datatype dt)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Request req = MPI_REQUEST_NULL;
+    switch (k) {
+    case ALLREDUCE:
+        MPI_OK(MPI_Allreduce(s, r, count, dt, MPI_SUM, w));
+        break;
+    case ALLREDUCE_IN_PLACE:
+        MPI_OK(MPI_Allreduce(MPI_IN_PLACE, r, count, dt, MPI_MAX, w));
+        break;
+    case REDUCE:
+        MPI_OK(MPI_Reduce(s, r, count, dt, MPI_SUM, nranks - 1, w));
+        break;
+    case REDUCE_LOCAL:
+        MPI_OK(MPI_Reduce_local(s, r, count, dt, MPI_BXOR));
+        break;
+    case SCAN:
+        MPI_OK(MPI_Scan(s, r, count, dt, MPI_SUM, w));
+        break;
+    case EXSCAN:
+        MPI_OK(MPI_Exscan(s, r, count, dt, MPI_SUM, w));
+        break;
+    case REDUCE_SCATTER_BLOCK:
+        MPI_OK(MPI_Reduce_scatter_block(s, r, count, dt, MPI_SUM, w));
+        break;
+    case IALLREDUCE:
+        MPI_OK(MPI_Iallreduce(s, r, count, dt, MPI_SUM, w, &req));
+        break;
+    default:
+        break;
+    }
+    MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+}
+
+/* @p n elements of @p dt at @p from packed into ints at @p to, or back. */
+static void self_copy(const char *from, int n, MPI_Datatype ft, char *to, int m,
+                      MPI_Datatype tt)
+{
+    MPI_OK(MPI_Sendrecv(from, n, ft, 0, 2, to, m, tt, 0, 2, MPI_COMM_SELF, MPI_STATUS_IGNORE));
+}
+
+static void test_reduce(void)
+{
+    static const int pick[] = {1, 7, 10, 11}; /* hvector, subarray C, resized: ints */
+    int seed = 0;
+    for (size_t p = 0; p < sizeof pick / sizeof pick[0]; p++) {
+        const struct zoo *z = &zoo[pick[p]];
+        int size = 0;
+        MPI_OK(MPI_Type_size(z->dt, &size));
+        int k1 = size / (int)sizeof(int); /* ints per element */
+        for (int k = 0; k < REDS; k++) {
+            int sblocks = k == REDUCE_SCATTER_BLOCK ? nranks : 1;
+            struct tbuf s = tb_alloc(rank % ndev, span_of(z->dt, z->count * sblocks));
+            struct tbuf r = tb_alloc((rank + 1) % ndev, span_of(z->dt, z->count));
+            char *hs = malloc(s.len), *hr = malloc(r.len), *want = malloc(r.len);
+            int sn = z->count * sblocks * k1, rn = z->count * k1;
+            int *ps = malloc(sizeof(int) * (size_t)sn), *pr = malloc(sizeof(int) * (size_t)rn);
+            seed++;
+            tb_fill(&s, 150 + seed + 5 * rank, hs);
+            tb_fill(&r, 210 + seed + 3 * rank, hr);
+            /* MPI on the packed ints, unpacked into the canaried copy. */
+            self_copy(hs + PAD, z->count * sblocks, z->dt, (char *)ps, sn, MPI_INT);
+            self_copy(hr + PAD, z->count, z->dt, (char *)pr, rn, MPI_INT);
+            run_red((enum red)k, (char *)ps, (char *)pr, rn, MPI_INT);
+            memcpy(want, hr, r.len);
+            int written = !(k == REDUCE && rank != nranks - 1) && !(k == EXSCAN && rank == 0);
+            if (written)
+                self_copy((char *)pr, rn, MPI_INT, want + PAD, z->count, z->dt);
+            run_red((enum red)k, s.origin, r.origin, z->count, z->dt);
+            EXPECT_SAME(&r, want, "%s of %s on device memory: data or canaries", red_name[k],
+                        z->name);
+            EXPECT_SAME(&s, hs, "%s of %s: the send buffer changed", red_name[k], z->name);
+            free(hs);
+            free(hr);
+            free(want);
+            free(ps);
+            free(pr);
+            tb_free(&s);
+            tb_free(&r);
+        }
+    }
+}
+
 /* ---- refused: a clear MPI_ERR_TYPE, nothing sent ------------------------------------------ */
 
 static void expect_refusal(int rc, const char *call, const char *words)
@@ -639,8 +737,22 @@ static void test_refused(void)
     char *hs = malloc(s.len), *hr = malloc(r.len);
     tb_fill(&s, 3, hs);
     tb_fill(&r, 4, hr);
-    expect_refusal(MPI_Allreduce(s.origin, r.origin, v->count, v->dt, MPI_SUM, comm),
-                   "MPI_Allreduce", "a reduction on a non-contiguous datatype");
+    static char host[4096];
+    expect_refusal(MPI_Allreduce(host, r.origin, v->count, v->dt, MPI_SUM, comm),
+                   "MPI_Allreduce", "between a non-contiguous datatype on device memory and host");
+    /* Reduce_local has no communicator: MPI_COMM_WORLD's handler. */
+    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    expect_refusal(MPI_Reduce_local(s.origin, host, v->count, v->dt, MPI_SUM),
+                   "MPI_Reduce_local", "between a non-contiguous datatype on device memory and");
+    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    const struct zoo *mixed = &zoo[6]; /* int + double */
+    expect_refusal(MPI_Allreduce(s.origin, r.origin, 1, mixed->dt, MPI_SUM, comm),
+                   "MPI_Allreduce", "basic types are not all one predefined type");
+    int ones[VMAX_RANKS];
+    for (int q = 0; q < nranks && q < VMAX_RANKS; q++)
+        ones[q] = 1;
+    expect_refusal(MPI_Reduce_scatter(s.origin, r.origin, ones, v->dt, MPI_SUM, comm),
+                   "MPI_Reduce_scatter", "with per-rank counts");
     int *counts = malloc(sizeof(int) * (size_t)nranks);
     int *displs = malloc(sizeof(int) * (size_t)nranks);
     for (int q = 0; q < nranks; q++) {
@@ -686,6 +798,7 @@ int main(int argc, char **argv)
     RUN(cache);
     RUN(coll);
     RUN(vcoll);
+    RUN(reduce);
     RUN(refused);
     for (int z = 0; z < nzoo; z++)
         MPI_Type_free(&zoo[z].dt);
