@@ -25,6 +25,7 @@
  * on a failure.
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +34,8 @@
 #include "dev_prog.h"
 #include "mpi_prog.h"
 
-static int rank, nranks;
-static int failures, checks;
+static int rank, nranks, provided;
+static _Atomic int failures, checks; /* the threads test counts from several threads */
 
 #define CHECK(cond, ...) MPI_PROG_CHECK("types_device", rank, checks, failures, cond, __VA_ARGS__)
 #define MPI_OK(call) MPI_OK_OR_ABORT("types_device", rank, call)
@@ -284,8 +285,8 @@ static void ring(const char *what, enum mode m, MPI_Datatype stype, int scount,
         for (size_t i_ = 0; i_ < s.len; i_++)                                                \
             hpeer[i_] = (char)pattern(peer_seed, i_);                                        \
         memcpy(want, hr, r.len);                                                             \
-        MPI_OK(MPI_Sendrecv(hpeer + PAD, scount, stype, 0, 1, want + PAD, rcount, rtype, 0, \
-                            1, MPI_COMM_SELF, &ref));                                        \
+        MPI_OK(MPI_Sendrecv(hpeer + PAD, scount, stype, 0, tag, want + PAD, rcount, rtype,  \
+                            0, tag, MPI_COMM_SELF, &ref));                                   \
     } while (0)
     REFERENCE(pseed);
 
@@ -713,6 +714,44 @@ static void test_reduce(void)
     }
 }
 
+/* ---- threads --------------------------------------------------------------------------- */
+
+/* MPI_THREAD_MULTIPLE: threads exchanging at once, each with a shared zoo
+ * type (one cached layout, looked up concurrently) and types of its own
+ * made and freed while the others send (the cache's inserts and drops). */
+static void *thread_main(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    TD_CHECK(td.cuCtxSetCurrent(primary[t % ndev]));
+    for (int round = 0; round < 4; round++) {
+        int tag = 6000 + 100 * t + 10 * round;
+        MPI_Datatype own;
+        MPI_OK(MPI_Type_vector(3 + t, 1 + round % 2, 3 + t + round, MPI_INT, &own));
+        MPI_OK(MPI_Type_commit(&own));
+        ring("threads: own type", round % 2 ? NONBLOCKING : BLOCKING, own, 2, own, 2, t % ndev,
+             (t + 1) % ndev, tag);
+        ring("threads: shared type", SENDRECV, zoo[0].dt, zoo[0].count, zoo[0].dt, zoo[0].count,
+             (t + round) % ndev, t % ndev, tag + 1);
+        MPI_OK(MPI_Type_free(&own));
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (rank == 0)
+            printf("types_device: MPI_THREAD_MULTIPLE not provided (%d): thread test skipped\n",
+                   provided);
+        return;
+    }
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++)
+        pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+}
+
 /* ---- refused: a clear MPI_ERR_TYPE, nothing sent ------------------------------------------ */
 
 static void expect_refusal(int rc, const char *call, const char *words)
@@ -786,7 +825,7 @@ static void test_refused(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     dev_prog_init("types_device");
@@ -799,13 +838,14 @@ int main(int argc, char **argv)
     RUN(coll);
     RUN(vcoll);
     RUN(reduce);
+    RUN(threads);
     RUN(refused);
     for (int z = 0; z < nzoo; z++)
         MPI_Type_free(&zoo[z].dt);
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int total = 0, mine = failures;
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     printf("types_device: rank %d: %s (%d checks, %d failed here, %d in all)\n", rank,
-           total == 0 ? "PASS" : "FAILED", checks, failures, total);
+           total == 0 ? "PASS" : "FAILED", (int)checks, mine, total);
     MPI_Finalize();
     return total == 0 ? 0 : 1;
 }
