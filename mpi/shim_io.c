@@ -119,12 +119,6 @@ static int io_stage(MPI_File fh, const char *call, const void *buf, MPI_Count co
                     MPI_Datatype dt, int dir, struct shim_buf *b)
 {
     int rc = shim_stage(call, buf, count, dt, io_errcomm(), dir, b);
-    if (rc == MPI_SUCCESS && b->staged && b->layout != NULL) {
-        shim_release(b); /* packed staging (shim_types.c): not for MPI-IO */
-        rc = shim_error(io_errcomm(), MPI_ERR_TYPE, call,
-                        "a non-contiguous datatype on device memory in MPI-IO is not "
-                        "supported");
-    }
     return rc == MPI_SUCCESS ? rc : file_raise(fh, rc);
 }
 
@@ -160,7 +154,7 @@ static int io_finish(MPI_File fh, const char *call, int rc, struct shim_buf *b,
             !b.staged)                                                                        \
             return rc != MPI_SUCCESS ? rc : PMPI_##NAME##SFX(fh, OFF_A buf, count, dt, status); \
         MPI_Status local, *s = (DIR & SHIM_FROM_MPI) ? io_status(status, &local) : status;   \
-        rc = PMPI_##NAME##SFX(fh, OFF_A shim_host_arg(&b), count, dt, s);                     \
+        rc = PMPI_##NAME##SFX(fh, OFF_A shim_host_arg(&b), count, shim_type_arg(&b, dt), s);  \
         return io_finish(fh, "MPI_" #NAME #SFX, rc, &b, s, DIR);                              \
     }
 
