@@ -417,7 +417,13 @@ static void stats_print(void)
         if (staged & (1u << k))
             at += snprintf(line + at, sizeof line - (size_t)at, "%s%s",
                            (staged & ((1u << k) - 1)) ? "," : " ", class_names[k]);
-    snprintf(line + at, sizeof line - (size_t)at, "%s\n", staged == 0 ? " none" : "");
+    at += snprintf(line + at, sizeof line - (size_t)at, "%s", staged == 0 ? " none" : "");
+    /* How non-contiguous types are copied (shim_types.c), once libcucopy is loaded. */
+    if (cc.ctx != NULL)
+        at += snprintf(line + at, sizeof line - (size_t)at, "; non-contiguous types: %s",
+                       shim_cc.ep_copy_2d != NULL ? "2-D copies (cucopy_ep_copy_2d)"
+                                                  : "iov zcopies (no cucopy_ep_copy_2d)");
+    snprintf(line + at, sizeof line - (size_t)at, "\n");
     fputs(line, stderr);
 }
 

@@ -14,8 +14,10 @@
 # 3. cucopy_mpi_bench --tests xface: the x-face of a 256^3 double array as
 #    a subarray type against as many contiguous bytes, D-D and H-H, the
 #    ratio and the goal line (reported, not asserted: it depends on
-#    libcucopy's cucopy_ep_copy_2d, which the stats line cannot show),
-#    every exchange's data checked; then the same at 64^3.
+#    libcucopy's cucopy_ep_copy_2d),
+#    every exchange's data checked; then the same at 64^3. The shim's stats
+#    line says which copies the shim used ("non-contiguous types: 2-D copies
+#    (cucopy_ep_copy_2d)" or "iov zcopies (no cucopy_ep_copy_2d)").
 # Exit status 1 if step 1, 2 or a data check of 3 failed.
 set -uo pipefail
 build=$(cd "${1:?build dir}" && pwd)
