@@ -517,7 +517,7 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount,               \
                                                SHIM_COLL_TYPE(0, stype),                        \
                                                SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
-                                               rtype, root, comm XA()));                        \
+                                               SHIM_COLL_TYPE(1, rtype), root, comm XA()));     \
     }
 
 #define SHIM_COLL_SCATTERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                    \
@@ -533,7 +533,8 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, displs, stype, recvbuf,        \
                                                rcount, rtype, root, comm XA()),                 \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, displs,      \
-                                               stype, SHIM_COLL_ARG(1, recvbuf), rcount,        \
+                                               SHIM_COLL_TYPE(0, stype),                        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount,               \
                                                SHIM_COLL_TYPE(1, rtype), root, comm XA()));     \
     }
 
@@ -552,7 +553,7 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount,               \
                                                SHIM_COLL_TYPE(0, stype),                        \
                                                SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
-                                               rtype, comm XA()));                              \
+                                               SHIM_COLL_TYPE(1, rtype), comm XA()));           \
     }
 
 #define SHIM_COLL_ALLTOALLV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                   \
@@ -568,8 +569,9 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, sdispls, stype, recvbuf,       \
                                                rcounts, rdispls, rtype, comm XA()),             \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls,     \
-                                               stype, SHIM_COLL_ARG(1, recvbuf), rcounts,       \
-                                               rdispls, rtype, comm XA()));                     \
+                                               SHIM_COLL_TYPE(0, stype),                        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcounts, rdispls,     \
+                                               SHIM_COLL_TYPE(1, rtype), comm XA()));           \
     }
 
 /* Alltoallw: displacements in bytes, a datatype per peer (the arrays go to

@@ -519,6 +519,46 @@ static int v_runs(const struct coll_vblock *blk, int n, struct coll_vpick p, MPI
 #define COLL_VSTACK 16
 
 /*
+ * Buffer @p i of a v form whose datatype is not one contiguous block, its
+ * span on device memory (b staged as bytes, released here): staged packed
+ * instead (shim_types.c), elements emin .. emax of the type from the lowest
+ * block's first element to the highest's last one, and the blocks become
+ * byte ranges of the packed staging, block q at (displs[q] - emin) x size
+ * (PMPI gets the signature type, of extent == size, at host - emin x size:
+ * its displacements in elements land there). *lo: emin x size. Alltoallw's
+ * per-peer types are refused.
+ */
+static int v_packed(struct shim_coll *c, int i, const void *buf, const struct coll_vspec *s,
+                    struct coll_vblock *blk, MPI_Count *lo)
+{
+    struct shim_buf *b = &c->b[i];
+    shim_release(b);
+    struct coll_vtype t;
+    if (s->types != NULL || !v_type(s->type, &t) || t.size <= 0 || t.ext < t.size)
+        return shim_error(c->comm, MPI_ERR_TYPE, c->call,
+                          "a non-contiguous datatype on device memory in Alltoallw, or one "
+                          "whose extent is below its size in a v collective, is not "
+                          "supported");
+    MPI_Count emin = 0, emax = 0;
+    int any = 0;
+    for (int q = 0; q < s->n; q++) {
+        MPI_Count n = shim_array_at(s->counts, q), d = shim_array_at(s->displs, q);
+        blk[q].len = 0;
+        if (n <= 0)
+            continue;
+        blk[q].lo = d * t.size; /* in range: d x ext is (v_block) */
+        blk[q].len = n * t.size;
+        emin = any && emin < d ? emin : d;
+        emax = any && emax > d + n ? emax : d + n;
+        any = 1;
+    }
+    int rc = shim_stage(c->call, (const char *)buf + (intptr_t)(emin * t.ext), emax - emin,
+                        s->type, c->comm, 0, b);
+    *lo = emin * t.size;
+    return rc;
+}
+
+/*
  * Stage buffer @p i of a v or w form: the blocks of @p s at @p buf, those
  * @p in picks copied in now, those @p out picks copied back after the call.
  * On an intercommunicator the span is only classified (device memory there is
@@ -572,10 +612,8 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
                             "MPI_BOTTOM with a datatype that reaches device memory "
                             "is not supported");
         else if (!dense)
-            rc = shim_error(c->comm, MPI_ERR_TYPE, c->call,
-                            "a non-contiguous datatype on device memory in a v or w "
-                            "collective is not supported");
-        else if ((runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
+            rc = v_packed(c, i, buf, s, blk, &lo);
+        if (rc == MPI_SUCCESS && (runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
             rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
     }
     if (rc == MPI_SUCCESS && b->staged) {

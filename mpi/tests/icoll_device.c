@@ -16,8 +16,9 @@
  * whole, 64 guard bytes on each side (coll_prog.h), after completion; the
  * device receive buffers are checked untouched until then. Also: a
  * Request_free'd collective (the shim completes it; its data reaches the
- * device at a later completion call), refused input (a vector type on device
- * memory, MPI_BOTTOM reaching device memory, an intercommunicator, persistent
+ * device at a later completion call), refused input (a reduction between a
+ * vector type on device memory and host memory, Ialltoallw of one,
+ * MPI_BOTTOM reaching device memory, an intercommunicator, persistent
  * collectives on device memory) and,
  * on an MPI-4 library, all of it again through the large-count MPI_IX_c
  * calls.

@@ -617,6 +617,91 @@ static void test_vcoll(void)
     free(displs);
 }
 
+/* The v forms' per-peer blocks of a non-contiguous type on device memory:
+ * block q is the type's count elements at displacement q x (count + 1), so
+ * a whole element of holes lies between blocks; the single buffers of the
+ * same type. */
+enum vblk { VB_GATHERV, VB_SCATTERV, VB_ALLGATHERV, VB_ALLGATHERV_IN_PLACE, VB_IALLGATHERV,
+            VB_ALLTOALLV, VB_IALLTOALLV, VBLKS };
+static const char *const vblk_name[VBLKS] = {"Gatherv",      "Scatterv",  "Allgatherv",
+                                             "Allgatherv in place", "Iallgatherv",
+                                             "Alltoallv",    "Ialltoallv"};
+
+static void run_vblk(enum vblk k, char *one, char *blocks, char *blocks2, MPI_Datatype dt,
+                     int count, const int *counts, const int *displs)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Request req = MPI_REQUEST_NULL;
+    switch (k) {
+    case VB_GATHERV:
+        MPI_OK(MPI_Gatherv(one, count, dt, blocks, counts, displs, dt, nranks - 1, w));
+        break;
+    case VB_SCATTERV:
+        MPI_OK(MPI_Scatterv(blocks, counts, displs, dt, one, count, dt, nranks - 1, w));
+        break;
+    case VB_ALLGATHERV:
+        MPI_OK(MPI_Allgatherv(one, count, dt, blocks, counts, displs, dt, w));
+        break;
+    case VB_ALLGATHERV_IN_PLACE:
+        MPI_OK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, blocks, counts, displs, dt, w));
+        break;
+    case VB_IALLGATHERV:
+        MPI_OK(MPI_Iallgatherv(one, count, dt, blocks, counts, displs, dt, w, &req));
+        break;
+    case VB_ALLTOALLV:
+        MPI_OK(MPI_Alltoallv(blocks2, counts, displs, dt, blocks, counts, displs, dt, w));
+        break;
+    case VB_IALLTOALLV:
+        MPI_OK(MPI_Ialltoallv(blocks2, counts, displs, dt, blocks, counts, displs, dt, w, &req));
+        break;
+    default:
+        break;
+    }
+    MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+}
+
+static void test_vblocks(void)
+{
+    static const int pick[] = {0, 6, 9, 11}; /* vector, struct, x-face, resized int */
+    int seed = 0;
+    int *counts = malloc(sizeof(int) * (size_t)nranks);
+    int *displs = malloc(sizeof(int) * (size_t)nranks);
+    for (size_t p = 0; p < sizeof pick / sizeof pick[0]; p++) {
+        const struct zoo *z = &zoo[pick[p]];
+        for (int q = 0; q < nranks; q++) {
+            counts[q] = z->count;
+            displs[q] = q * (z->count + 1); /* an element of holes between blocks */
+        }
+        size_t vspan = span_of(z->dt, nranks * (z->count + 1));
+        for (int k = 0; k < VBLKS; k++) {
+            struct tbuf o = tb_alloc(rank % ndev, span_of(z->dt, z->count));
+            struct tbuf b = tb_alloc((rank + 1) % ndev, vspan), b2 = tb_alloc(rank % ndev, vspan);
+            char *ho = malloc(o.len), *hb = malloc(b.len), *hb2 = malloc(b2.len);
+            seed++;
+            tb_fill(&o, 70 + seed + 5 * rank, ho);
+            tb_fill(&b, 130 + seed + 3 * rank, hb);
+            tb_fill(&b2, 190 + seed + 7 * rank, hb2);
+            run_vblk((enum vblk)k, ho + PAD, hb + PAD, hb2 + PAD, z->dt, z->count, counts,
+                     displs);
+            run_vblk((enum vblk)k, o.origin, b.origin, b2.origin, z->dt, z->count, counts,
+                     displs);
+            EXPECT_SAME(&b, hb, "%s of %s (its blocks): data or canaries", vblk_name[k],
+                        z->name);
+            EXPECT_SAME(&o, ho, "%s of %s (its single buffer): data or canaries", vblk_name[k],
+                        z->name);
+            EXPECT_SAME(&b2, hb2, "%s of %s (its send blocks): changed", vblk_name[k], z->name);
+            free(ho);
+            free(hb);
+            free(hb2);
+            tb_free(&o);
+            tb_free(&b);
+            tb_free(&b2);
+        }
+    }
+    free(counts);
+    free(displs);
+}
+
 /* ---- reductions -------------------------------------------------------------------------- */
 
 /* Reductions on a type of ints on device memory, every buffer the call
@@ -794,12 +879,18 @@ static void test_refused(void)
                    "MPI_Reduce_scatter", "with per-rank counts");
     int *counts = malloc(sizeof(int) * (size_t)nranks);
     int *displs = malloc(sizeof(int) * (size_t)nranks);
+    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)nranks);
+    MPI_Aint lb, ext;
+    MPI_OK(MPI_Type_get_extent(v->dt, &lb, &ext));
     for (int q = 0; q < nranks; q++) {
         counts[q] = 1;
-        displs[q] = q;
+        displs[q] = q * (int)ext; /* bytes */
+        types[q] = v->dt;
     }
-    expect_refusal(MPI_Allgatherv(s.origin, 1, v->dt, r.origin, counts, displs, v->dt, comm),
-                   "MPI_Allgatherv", "in a v or w collective");
+    expect_refusal(MPI_Alltoallw(s.origin, counts, displs, types, r.origin, counts, displs,
+                                 types, comm),
+                   "MPI_Alltoallw", "in Alltoallw");
+    free(types);
     MPI_Datatype t;
     int gsizes[1] = {64}, distribs[1] = {MPI_DISTRIBUTE_CYCLIC}, dargs[1] = {2}, psizes[1] = {2};
     MPI_OK(MPI_Type_create_darray(2, rank % 2, 1, gsizes, distribs, dargs, psizes, MPI_ORDER_C,
@@ -837,6 +928,7 @@ int main(int argc, char **argv)
     RUN(cache);
     RUN(coll);
     RUN(vcoll);
+    RUN(vblocks);
     RUN(reduce);
     RUN(threads);
     RUN(refused);
