@@ -6,8 +6,9 @@
  * Every wrapper starts with the one cached check (shim_p2p_active(): the
  * class p2p of CUCOPY_MPI_STAGE, then shim_active()); a host
  * buffer, a zero count or MPI_PROC_NULL then goes straight to PMPI with the
- * user's arguments. A device buffer whose type map is one contiguous block
- * is staged: sends copy it to pinned host memory *in the call* (so MPI's
+ * user's arguments. A device buffer is staged (one whose type map is not one
+ * contiguous block packed, with its signature type: shim_types.c): sends
+ * copy it to pinned host memory *in the call* (so MPI's
  * non-overtaking order is the order of the calls, exactly as without the
  * shim), receives land in host memory and are copied to the device before
  * the call that completes them returns. MPI-4 libraries get the large-count
