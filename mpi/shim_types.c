@@ -42,7 +42,7 @@ struct shim_layout {
     MPI_Datatype dt;          /* the user's handle (the key) */
     _Atomic int refs;         /* the cache's one, plus one per staged buffer */
     MPI_Count size, ext;
-    int shape[4]; /* the envelope: integers, addresses, datatypes, combiner */
+    MPI_Count shape[5]; /* the envelope: integers, addresses, large counts, types, combiner */
     MPI_Count tlb, text;
     struct shim_run *runs;
     size_t nruns;
@@ -150,12 +150,56 @@ static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count
 
 static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth);
 
+static int flat_subarray(struct flat *f, int nd, const MPI_Count *sizes, const MPI_Count *subs,
+                         const MPI_Count *starts, const MPI_Aint *stride, int d, MPI_Aint disp,
+                         MPI_Datatype old, int depth);
+
+/* A subarray of @p nd dimensions: dims holds the sizes, subsizes and starts
+ * (nd each), in @p order, of elements of @p old (extent @p oext). */
+static int flat_subarray_of(struct flat *f, int nd, const MPI_Count *dims, int order,
+                            MPI_Aint disp, MPI_Aint oext, MPI_Datatype old, int depth)
+{
+    /* Dimensions slowest first: C order as given, Fortran order reversed. */
+    MPI_Count s[32], sub[32], st[32];
+    MPI_Aint stride[32];
+    for (int d = 0; d < nd; d++) {
+        int k = order == MPI_ORDER_FORTRAN ? nd - 1 - d : d;
+        s[d] = dims[k];
+        sub[d] = dims[nd + k];
+        st[d] = dims[2 * nd + k];
+    }
+    stride[nd - 1] = oext;
+    for (int d = nd - 2; d >= 0; d--)
+        stride[d] = stride[d + 1] * (MPI_Aint)s[d + 1];
+    return flat_subarray(f, nd, s, sub, st, stride, 0, disp, old, depth + 1);
+}
+
+/* The envelope of @p dt: integers, addresses, large counts (0 without
+ * MPI-4), datatypes, combiner. MPI_Type_get_envelope fails on a type made
+ * by a large-count constructor (MPICH 4.0, through the error handler: fatal
+ * by default), so an MPI-4 library is asked with MPI_Type_get_envelope_c. */
+static int envelope(MPI_Datatype dt, MPI_Count e[5])
+{
+#if SHIM_LARGE_COUNT
+    int comb = 0;
+    if (PMPI_Type_get_envelope_c(dt, &e[0], &e[1], &e[2], &e[3], &comb) != MPI_SUCCESS)
+        return -1;
+    e[4] = comb;
+#else
+    int ni = 0, na = 0, nt = 0, comb = 0;
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) != MPI_SUCCESS)
+        return -1;
+    e[0] = ni, e[1] = na, e[2] = 0, e[3] = nt, e[4] = comb;
+#endif
+    return 0;
+}
+
 static int is_basic(MPI_Datatype dt)
 {
-    int ni = 0, na = 0, nt = 0, comb = 0;
-    return PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) == MPI_SUCCESS &&
-           (comb == MPI_COMBINER_NAMED || comb == MPI_COMBINER_F90_REAL ||
-            comb == MPI_COMBINER_F90_COMPLEX || comb == MPI_COMBINER_F90_INTEGER);
+    MPI_Count e[5];
+    return envelope(dt, e) == 0 &&
+           (e[4] == MPI_COMBINER_NAMED || e[4] == MPI_COMBINER_F90_REAL ||
+            e[4] == MPI_COMBINER_F90_COMPLEX || e[4] == MPI_COMBINER_F90_INTEGER);
 }
 
 /* @p n elements of @p dt, the first at @p disp, one extent apart: n of a
@@ -174,112 +218,126 @@ static int flat_repeat(struct flat *f, MPI_Datatype dt, MPI_Aint disp, MPI_Count
 }
 
 /* The subarray's elements of dimension @p d on (slowest first), from @p disp. */
-static int flat_subarray(struct flat *f, int nd, const int *sizes, const int *subs,
-                         const int *starts, const MPI_Aint *stride, int d, MPI_Aint disp,
+static int flat_subarray(struct flat *f, int nd, const MPI_Count *sizes, const MPI_Count *subs,
+                         const MPI_Count *starts, const MPI_Aint *stride, int d, MPI_Aint disp,
                          MPI_Datatype old, int depth)
 {
     MPI_Aint at = disp + (MPI_Aint)starts[d] * stride[d];
     if (d == nd - 1)
         return flat_repeat(f, old, at, subs[d], depth);
-    for (int i = 0; i < subs[d]; i++)
+    for (MPI_Count i = 0; i < subs[d]; i++)
         if (flat_subarray(f, nd, sizes, subs, starts, stride, d + 1, at + (MPI_Aint)i * stride[d],
                           old, depth) != 0)
             return -1;
     return 0;
 }
 
-/* The blocks of one element of @p dt at @p disp, in type-map order. */
+static void free_contents(MPI_Datatype *types, MPI_Count nt)
+{
+    for (MPI_Count i = 0; i < nt; i++)
+        if (!is_basic(types[i])) /* derived ones are new objects: freed */
+            PMPI_Type_free(&types[i]);
+}
+
+/* The blocks of one element of @p dt at @p disp, in type-map order.
+ *
+ * The contents are read in one shape, that of MPI_Type_get_contents_c: the
+ * counts and displacements in one array L in the order of the constructor's
+ * arguments. A type of an int constructor gives them as integers then
+ * addresses (L = ints, then addrs); one of a large-count constructor
+ * (MPI_Type_vector_c & co., which MPICH 4.0's MPI_Type_get_envelope fails
+ * on) all in the large-count array, a subarray keeping ndims and order in
+ * the integers (measured on MPICH 4.0.2 for each constructor). */
 static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth)
 {
     if (depth > 64)
         return flat_refuse(f, "datatype nested more than 64 levels deep");
-    int ni = 0, na = 0, nt = 0, comb = 0;
-    if (PMPI_Type_get_envelope(dt, &ni, &na, &nt, &comb) != MPI_SUCCESS)
-        return flat_refuse(f, "MPI_Type_get_envelope failed on it (a datatype made by a "
-                              "large-count constructor?)");
+    MPI_Count e[5];
+    if (envelope(dt, e) != 0)
+        return flat_refuse(f, "MPI_Type_get_envelope failed on it");
+    MPI_Count ni = e[0], na = e[1], nl = e[2], nt = e[3];
+    int comb = (int)e[4];
     if (comb == MPI_COMBINER_NAMED || comb == MPI_COMBINER_F90_REAL ||
         comb == MPI_COMBINER_F90_COMPLEX || comb == MPI_COMBINER_F90_INTEGER)
         return flat_emit(f, disp, dt, 1);
     if (comb == MPI_COMBINER_DARRAY)
         return flat_refuse(f, "a darray datatype on device memory is not supported");
+    if (ni > 0x7fffffff || na > 0x7fffffff || nt > 0x7fffffff)
+        return flat_refuse(f, "a datatype of more than INT_MAX arguments is not supported");
     int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
     MPI_Aint *addrs = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Count *L = malloc(sizeof(MPI_Count) * (size_t)(ni + na + nl + 1));
     MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)(nt + 1));
-    if (ints == NULL || addrs == NULL || types == NULL) {
-        free(ints);
-        free(addrs);
-        free(types);
-        return flat_refuse(f, "no memory to flatten the datatype");
+    int rc = 0, got = 0;
+    if (ints == NULL || addrs == NULL || L == NULL || types == NULL) {
+        rc = flat_refuse(f, "no memory to flatten the datatype");
+        goto out;
     }
-    int rc = 0;
-    if (PMPI_Type_get_contents(dt, ni, na, nt, ints, addrs, types) != MPI_SUCCESS) {
-        nt = 0;
+#if SHIM_LARGE_COUNT
+    if (nl > 0)
+        got = PMPI_Type_get_contents_c(dt, ni, na, nl, nt, ints, addrs, L, types) ==
+              MPI_SUCCESS;
+    else
+#endif
+        got = PMPI_Type_get_contents(dt, (int)ni, (int)na, (int)nt, ints, addrs, types) ==
+              MPI_SUCCESS;
+    if (!got) {
         rc = flat_refuse(f, "MPI_Type_get_contents failed on it");
         goto out;
+    }
+    if (nl == 0) {
+        for (MPI_Count k = 0; k < ni; k++)
+            L[k] = ints[k];
+        for (MPI_Count k = 0; k < na; k++)
+            L[ni + k] = addrs[k];
     }
     MPI_Aint lb = 0, oext = 0;
     if (nt > 0 && PMPI_Type_get_extent(types[0], &lb, &oext) != MPI_SUCCESS) {
         rc = flat_refuse(f, "a datatype inside the datatype cannot be queried");
         goto out;
     }
+    MPI_Count n = ni + na + nl > 0 ? L[0] : 0;
     switch (comb) {
     case MPI_COMBINER_DUP:
     case MPI_COMBINER_RESIZED: /* the extent is the outer type's business */
         rc = flat_type(f, types[0], disp, depth + 1);
         break;
     case MPI_COMBINER_CONTIGUOUS:
-        rc = flat_repeat(f, types[0], disp, ints[0], depth + 1);
+        rc = flat_repeat(f, types[0], disp, n, depth + 1);
         break;
     case MPI_COMBINER_VECTOR:
     case MPI_COMBINER_HVECTOR: {
-        MPI_Aint stride = comb == MPI_COMBINER_VECTOR ? (MPI_Aint)ints[2] * oext : addrs[0];
-        for (int i = 0; i < ints[0] && rc == 0; i++)
-            rc = flat_repeat(f, types[0], disp + (MPI_Aint)i * stride, ints[1], depth + 1);
+        MPI_Aint stride = comb == MPI_COMBINER_VECTOR ? (MPI_Aint)L[2] * oext : (MPI_Aint)L[2];
+        for (MPI_Count i = 0; i < n && rc == 0; i++)
+            rc = flat_repeat(f, types[0], disp + (MPI_Aint)i * stride, L[1], depth + 1);
         break;
     }
     case MPI_COMBINER_INDEXED:
-        for (int i = 0; i < ints[0] && rc == 0; i++)
-            rc = flat_repeat(f, types[0], disp + (MPI_Aint)ints[1 + ints[0] + i] * oext,
-                             ints[1 + i], depth + 1);
-        break;
     case MPI_COMBINER_HINDEXED:
-        for (int i = 0; i < ints[0] && rc == 0; i++)
-            rc = flat_repeat(f, types[0], disp + addrs[i], ints[1 + i], depth + 1);
+    case MPI_COMBINER_STRUCT:
+        for (MPI_Count i = 0; i < n && rc == 0; i++) {
+            MPI_Aint d = (MPI_Aint)L[1 + n + i] * (comb == MPI_COMBINER_INDEXED ? oext : 1);
+            rc = flat_repeat(f, types[comb == MPI_COMBINER_STRUCT ? i : 0], disp + d, L[1 + i],
+                             depth + 1);
+        }
         break;
     case MPI_COMBINER_INDEXED_BLOCK:
-        for (int i = 0; i < ints[0] && rc == 0; i++)
-            rc = flat_repeat(f, types[0], disp + (MPI_Aint)ints[2 + i] * oext, ints[1],
-                             depth + 1);
-        break;
     case MPI_COMBINER_HINDEXED_BLOCK:
-        for (int i = 0; i < ints[0] && rc == 0; i++)
-            rc = flat_repeat(f, types[0], disp + addrs[i], ints[1], depth + 1);
-        break;
-    case MPI_COMBINER_STRUCT:
-        for (int i = 0; i < ints[0] && rc == 0; i++)
-            rc = flat_repeat(f, types[i], disp + addrs[i], ints[1 + i], depth + 1);
+        for (MPI_Count i = 0; i < n && rc == 0; i++) {
+            MPI_Aint d = (MPI_Aint)L[2 + i] * (comb == MPI_COMBINER_INDEXED_BLOCK ? oext : 1);
+            rc = flat_repeat(f, types[0], disp + d, L[1], depth + 1);
+        }
         break;
     case MPI_COMBINER_SUBARRAY: {
-        int nd = ints[0];
-        const int *sizes = ints + 1, *subs = ints + 1 + nd, *starts = ints + 1 + 2 * nd;
-        int order = ints[1 + 3 * nd];
-        /* Dimensions slowest first: C order as given, Fortran order reversed. */
-        int s[32], sub[32], st[32];
-        MPI_Aint stride[32];
+        /* int form: ndims, sizes, subsizes, starts, order; _c: (ndims, order) and L. */
+        MPI_Count nd = nl > 0 ? ints[0] : L[0];
+        const MPI_Count *dims = nl > 0 ? L : L + 1;
         if (nd < 1 || nd > 32) {
             rc = flat_refuse(f, "a subarray of more than 32 dimensions is not supported");
             break;
         }
-        for (int d = 0; d < nd; d++) {
-            int k = order == MPI_ORDER_FORTRAN ? nd - 1 - d : d;
-            s[d] = sizes[k];
-            sub[d] = subs[k];
-            st[d] = starts[k];
-        }
-        stride[nd - 1] = oext;
-        for (int d = nd - 2; d >= 0; d--)
-            stride[d] = stride[d + 1] * s[d + 1];
-        rc = flat_subarray(f, nd, s, sub, st, stride, 0, disp, types[0], depth + 1);
+        int order = nl > 0 ? ints[1] : (int)L[1 + 3 * nd];
+        rc = flat_subarray_of(f, (int)nd, dims, order, disp, oext, types[0], depth);
         break;
     }
     default: {
@@ -291,13 +349,27 @@ static int flat_type(struct flat *f, MPI_Datatype dt, MPI_Aint disp, int depth)
     }
     }
 out:
-    for (int i = 0; i < nt; i++)
-        if (!is_basic(types[i])) /* derived ones are new objects: freed */
-            PMPI_Type_free(&types[i]);
+    if (got)
+        free_contents(types, nt);
     free(ints);
     free(addrs);
+    free(L);
     free(types);
     return rc;
+}
+
+/* 1 when every byte of the flattened runs lies in [lo, hi): the true
+ * extent MPI gives (the span shim_stage classified). */
+static int runs_within(const struct flat *f, MPI_Count lo, MPI_Count hi)
+{
+    for (size_t i = 0; i < f->nruns; i++) {
+        const struct shim_run *r = &f->runs[i];
+        MPI_Count first = r->off, last = r->off + (MPI_Count)(r->rows - 1) * r->pitch;
+        if (first < lo || last < lo || first + (MPI_Count)r->width > hi ||
+            last + (MPI_Count)r->width > hi)
+            return 0;
+    }
+    return 1;
 }
 
 /* The signature type of a flattened element (MPI_DATATYPE_NULL on failure):
@@ -364,8 +436,7 @@ static int layout_shape(MPI_Datatype dt, struct shim_layout *L)
     return PMPI_Type_size_x(dt, &L->size) == MPI_SUCCESS &&
            PMPI_Type_get_extent_x(dt, &lb, &L->ext) == MPI_SUCCESS &&
            PMPI_Type_get_true_extent_x(dt, &L->tlb, &L->text) == MPI_SUCCESS &&
-           PMPI_Type_get_envelope(dt, &L->shape[0], &L->shape[1], &L->shape[2],
-                                  &L->shape[3]) == MPI_SUCCESS;
+           envelope(dt, L->shape) == 0;
 }
 
 static int layout_same_shape(MPI_Datatype dt, const struct shim_layout *L)
@@ -393,6 +464,9 @@ static struct shim_layout *layout_build(MPI_Datatype dt)
             snprintf(L->refusal, sizeof L->refusal,
                      "flattening the datatype gave %lld bytes, MPI_Type_size says %lld",
                      (long long)f.bytes, (long long)L->size);
+        else if (!runs_within(&f, L->tlb, L->tlb + L->text))
+            snprintf(L->refusal, sizeof L->refusal,
+                     "flattening the datatype reached outside its true extent");
         else if ((L->sigtype = make_sigtype(&f, L->size, &L->basic, &L->nbasic)) ==
                  MPI_DATATYPE_NULL)
             snprintf(L->refusal, sizeof L->refusal,
