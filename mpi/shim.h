@@ -22,6 +22,8 @@
  *                    and RMA buffers on device memory refused
  *   shim_pipe.c      pipelined large device messages (CUCOPY_MPI_PIPELINE_KB):
  *                    the envelope, the chunk streams, the receive-side check
+ *   shim_types.c     non-contiguous datatypes: flattening, the layout cache,
+ *                    MPI_Type_free, packing and unpacking on the device
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
@@ -86,16 +88,31 @@ enum {
     SHIM_CLASS_ICOLL = 4,  /* nonblocking and persistent collectives, not reductions */
     SHIM_CLASS_REDUCE = 8, /* reductions: blocking, nonblocking, persistent */
     SHIM_CLASS_IO = 16,    /* MPI-IO and the RMA refusals (shim_io.c) */
-    SHIM_CLASS_ALL = 31
+    SHIM_CLASS_ALL = 31,
+    /* Not a class of calls: non-contiguous datatypes on device memory, staged
+     * in every class but io even where the call's class is not listed. */
+    SHIM_CLASS_TYPES = 32
 };
 
 extern _Atomic unsigned shim_classes;
+
+/* 1 while this thread's wrapper runs only for CUCOPY_MPI_STAGE's types: its
+ * own class is not staged, so shim_stage passes contiguous buffers through
+ * and a reduction's non-contiguous ones too (shim_coll.c). */
+extern _Thread_local int shim_types_only;
 
 /* The hot path's check for a wrapper of class @p cls: one bit test, then
  * shim_active(). A class that is not staged never probes. */
 static inline int shim_active_for(unsigned cls)
 {
-    if (!(atomic_load_explicit(&shim_classes, memory_order_relaxed) & cls))
+    unsigned staged = atomic_load_explicit(&shim_classes, memory_order_relaxed);
+    if (SHIM_UNLIKELY(staged & SHIM_CLASS_TYPES)) {
+        shim_types_only = !(staged & cls);
+        if (shim_types_only && cls == SHIM_CLASS_IO)
+            return 0;
+        return shim_active();
+    }
+    if (!(staged & cls))
         return 0;
     return shim_active();
 }
@@ -123,17 +140,34 @@ void shim_after_finalize(void);
 
 /* ---- classification and staging ------------------------------------------- */
 
+/* The flattened type map of a non-contiguous datatype (shim_types.c). */
+struct shim_layout;
+
 /* One buffer argument of one call. */
 struct shim_buf {
     int staged;      /* 0: pass the user's pointer through */
-    char *first;     /* device address of the first byte (buf + true_lb) */
-    MPI_Aint tlb;    /* true lower bound: PMPI gets host - tlb */
-    size_t bytes;    /* count * type size (the type map is one block) */
+    char *first;     /* device address of the first byte (buf + true_lb); packed: buf */
+    MPI_Aint tlb;    /* true lower bound: PMPI gets host - tlb (packed: 0) */
+    size_t bytes;    /* count * type size */
     int device;      /* device ordinal, for stats */
-    char *host;      /* staging memory for [first, first + bytes) */
+    char *host;      /* staging memory for [first, first + bytes); packed: the packed bytes */
     size_t cap;      /* its pool class size */
     int pinned;      /* from the pinned pool (else a pageable fallback) */
+    /* A non-contiguous type (docs/mpi.md "Non-contiguous datatypes"): its
+     * layout (a reference, dropped by shim_release), count elements of it,
+     * and the signature type PMPI gets instead of the user's. NULL layout:
+     * one contiguous block, PMPI gets the user's type. */
+    struct shim_layout *layout;
+    MPI_Count count;
+    MPI_Datatype ptype;
 };
+
+/* The datatype to give PMPI for buffer @p b, staged or not: the packed
+ * signature type of a staged non-contiguous one, else @p dt. */
+static inline MPI_Datatype shim_type_arg(const struct shim_buf *b, MPI_Datatype dt)
+{
+    return b->staged && b->layout != NULL ? b->ptype : dt;
+}
 
 /* Direction of a buffer: what must be copied. */
 enum { SHIM_TO_MPI = 1, SHIM_FROM_MPI = 2, SHIM_BOTH = 3 };
@@ -197,15 +231,10 @@ static inline MPI_Count shim_array_at(struct shim_array a, int i)
     return v;
 }
 
-/* Bytes [off, off + len) of a staged buffer, as a staged buffer of its own. */
-static inline struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len)
-{
-    struct shim_buf part = *b;
-    part.first += off;
-    part.host += off;
-    part.bytes = off >= b->bytes ? 0 : len < b->bytes - off ? len : b->bytes - off;
-    return part;
-}
+/* Bytes [off, off + len) of a staged buffer, as a staged buffer of its own
+ * (not to be released). Packed (b->layout): whole elements of the packed
+ * bytes, @p off and @p len multiples of the type size. */
+struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len);
 
 /* One collective call: up to two staged buffers. */
 struct shim_coll {
@@ -222,7 +251,17 @@ struct shim_coll {
      * start); malloc'd, freed by shim_coll_release or by the request record. */
     struct shim_piece *pieces[2];
     int npieces[2];
+    int present[2]; /* buffer i is significant here and not MPI_IN_PLACE */
+    /* A reduction on a non-contiguous type of one basic type, staged packed:
+     * PMPI gets rcount elements of that basic type, rtype (MPI_DATATYPE_NULL:
+     * the user's count and type). */
+    MPI_Datatype rtype;
+    MPI_Count rcount;
 };
+
+/* A reduction's count and datatype for PMPI (in a RUN's HOST call). */
+#define SHIM_COLL_RCOUNT(n) (c.rtype != MPI_DATATYPE_NULL ? c.rcount : (n))
+#define SHIM_COLL_RTYPE(dt) (c.rtype != MPI_DATATYPE_NULL ? c.rtype : (dt))
 
 /*
  * The staging decisions of one collective, shared by the blocking wrappers
@@ -328,6 +367,8 @@ void shim_coll_release(struct shim_coll *c);
 #define SHIM_STR_(x) #x
 #define SHIM_STR(x) SHIM_STR_(x)
 #define SHIM_COLL_ARG(i, buf) shim_coll_arg(&c, i, buf)
+/* The datatype PMPI gets for buffer @p i (a packed signature type, or dt). */
+#define SHIM_COLL_TYPE(i, dt) shim_type_arg(&c.b[i], dt)
 
 /* The start of every RUN: the one cached check for class CLASS
  * (SHIM_CLASS_*), the call's staging (PREP, on a struct shim_coll c), PMPI
@@ -371,8 +412,8 @@ void shim_coll_release(struct shim_coll *c);
         RUN(MOVE,                                                                               \
             shim_coll_bcast(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), buf, count, dt, root, comm), \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(buf, count, dt, root, comm XA()),                \
-            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, buf), count, dt, root,          \
-                                               comm XA()));                                     \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, buf), count,                    \
+                                               SHIM_COLL_TYPE(0, dt), root, comm XA()));        \
     }
 
 /* (sendbuf, recvbuf, count, datatype, op, comm): Allreduce, Scan, Exscan,
@@ -386,8 +427,9 @@ void shim_coll_release(struct shim_coll *c);
             PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, comm XA()),     \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
-                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op,        \
-                                               comm XA()));                                     \
+                                               SHIM_COLL_ARG(1, recvbuf),                       \
+                                               SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt),    \
+                                               op, comm XA()));                                 \
     }
 
 #define SHIM_COLL_REDUCE(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                              \
@@ -401,8 +443,9 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, root,           \
                                                comm XA()),                                      \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
-                                               SHIM_COLL_ARG(1, recvbuf), count, dt, op, root,  \
-                                               comm XA()));                                     \
+                                               SHIM_COLL_ARG(1, recvbuf),                       \
+                                               SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt),    \
+                                               op, root, comm XA()));                           \
     }
 
 #define SHIM_COLL_REDUCE_SCATTER(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA)                      \
@@ -431,9 +474,10 @@ void shim_coll_release(struct shim_coll *c);
                  rcount, rtype, comm),                                                          \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
                                                comm XA()),                                      \
-            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
-                                               SHIM_COLL_ARG(1, recvbuf), rcount, rtype,        \
-                                               comm XA()));                                     \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount,               \
+                                               SHIM_COLL_TYPE(0, stype),                        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount,               \
+                                               SHIM_COLL_TYPE(1, rtype), comm XA()));           \
     }
 
 #define SHIM_COLL_ROOTED(NM, U, L, MID, SFX, COUNT_T, RUN, XP, XA, PREP)                        \
@@ -446,9 +490,10 @@ void shim_coll_release(struct shim_coll *c);
                  rcount, rtype, root, comm),                                                    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcount, rtype,  \
                                                root, comm XA()),                                \
-            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
-                                               SHIM_COLL_ARG(1, recvbuf), rcount, rtype, root,  \
-                                               comm XA()));                                     \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount,               \
+                                               SHIM_COLL_TYPE(0, stype),                        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount,               \
+                                               SHIM_COLL_TYPE(1, rtype), root, comm XA()));     \
     }
 
 /* The v forms (blocking and nonblocking) from one list too. DISP_T: the
@@ -459,7 +504,7 @@ void shim_coll_release(struct shim_coll *c);
     SHIM_COLL_ALLGATHERV(NM, Allgatherv, allgatherv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)   \
     SHIM_COLL_ALLTOALLV(NM, Alltoallv, alltoallv, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)
 
-#define SHIM_COLL_GATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                    \
+#define SHIM_COLL_GATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                     \
     SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
         const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf,                 \
         const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype, int root,           \
@@ -471,12 +516,13 @@ void shim_coll_release(struct shim_coll *c);
                               comm),                                                            \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
                                                displs, rtype, root, comm XA()),                 \
-            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount,               \
+                                               SHIM_COLL_TYPE(0, stype),                        \
                                                SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
-                                               rtype, root, comm XA()));                        \
+                                               SHIM_COLL_TYPE(1, rtype), root, comm XA()));     \
     }
 
-#define SHIM_COLL_SCATTERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                   \
+#define SHIM_COLL_SCATTERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                    \
     SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
         const void *sendbuf, const COUNT_T scounts[], const DISP_T displs[],                    \
         MPI_Datatype stype, void *recvbuf, COUNT_T rcount, MPI_Datatype rtype, int root,        \
@@ -489,11 +535,12 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, displs, stype, recvbuf,        \
                                                rcount, rtype, root, comm XA()),                 \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, displs,      \
-                                               stype, SHIM_COLL_ARG(1, recvbuf), rcount, rtype, \
-                                               root, comm XA()));                               \
+                                               SHIM_COLL_TYPE(0, stype),                        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcount,               \
+                                               SHIM_COLL_TYPE(1, rtype), root, comm XA()));     \
     }
 
-#define SHIM_COLL_ALLGATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                 \
+#define SHIM_COLL_ALLGATHERV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                  \
     SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
         const void *sendbuf, COUNT_T scount, MPI_Datatype stype, void *recvbuf,                 \
         const COUNT_T rcounts[], const DISP_T displs[], MPI_Datatype rtype,                     \
@@ -505,12 +552,13 @@ void shim_coll_release(struct shim_coll *c);
                                  rtype, comm),                                                  \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scount, stype, recvbuf, rcounts,        \
                                                displs, rtype, comm XA()),                       \
-            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount, stype,        \
+            SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scount,               \
+                                               SHIM_COLL_TYPE(0, stype),                        \
                                                SHIM_COLL_ARG(1, recvbuf), rcounts, displs,      \
-                                               rtype, comm XA()));                              \
+                                               SHIM_COLL_TYPE(1, rtype), comm XA()));           \
     }
 
-#define SHIM_COLL_ALLTOALLV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                  \
+#define SHIM_COLL_ALLTOALLV(NM, U, L, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                   \
     SHIM_EXPORT int SHIM_COLL_MPI(NM, U, L, MID, SFX)(                                          \
         const void *sendbuf, const COUNT_T scounts[], const DISP_T sdispls[],                   \
         MPI_Datatype stype, void *recvbuf, const COUNT_T rcounts[], const DISP_T rdispls[],     \
@@ -523,8 +571,9 @@ void shim_coll_release(struct shim_coll *c);
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, scounts, sdispls, stype, recvbuf,       \
                                                rcounts, rdispls, rtype, comm XA()),             \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf), scounts, sdispls,     \
-                                               stype, SHIM_COLL_ARG(1, recvbuf), rcounts,       \
-                                               rdispls, rtype, comm XA()));                     \
+                                               SHIM_COLL_TYPE(0, stype),                        \
+                                               SHIM_COLL_ARG(1, recvbuf), rcounts, rdispls,     \
+                                               SHIM_COLL_TYPE(1, rtype), comm XA()));           \
     }
 
 /* Alltoallw: displacements in bytes, a datatype per peer (the arrays go to
@@ -532,7 +581,7 @@ void shim_coll_release(struct shim_coll *c);
  * completes; the blocks to copy back are computed at the call). Not in the
  * V family (no datatype per peer there); the blocking and the nonblocking
  * wrappers both come from it. */
-#define SHIM_COLL_ALLTOALLW(NM, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                          \
+#define SHIM_COLL_ALLTOALLW(NM, MID, SFX, COUNT_T, DISP_T, RUN, XP, XA)                         \
     SHIM_EXPORT int SHIM_COLL_MPI(NM, Alltoallw, alltoallw, MID, SFX)(                          \
         const void *sendbuf, const COUNT_T scounts[], const DISP_T sdispls[],                   \
         const MPI_Datatype stypes[], void *recvbuf, const COUNT_T rcounts[],                    \
@@ -751,6 +800,49 @@ int shim_pipe_stats(char *out, size_t len);
  * cucopy's detail on stderr. */
 cucopy_status_t shim_copy_async(const void *src, void *dst, size_t n, cucopy_completion_t *comp);
 void shim_copy_progress(void);
+
+/* ---- non-contiguous datatypes (shim_types.c) ------------------------------ */
+
+/* Stage @p count elements of non-contiguous @p dt at device buffer @p buf
+ * (on @p device) packed, as shim_stage does (whose part this is: the buffer
+ * is classified already). MPI_ERR_TYPE, raised, for a type that cannot be. */
+int shim_types_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype dt,
+                     MPI_Comm comm, int direction, int device, struct shim_buf *b);
+/* Copy the first @p n packed bytes of staged buffer @p b between the device
+ * and its packed staging memory (@p to_device: scatter, else gather). */
+int shim_types_copy(const char *call, struct shim_buf *b, int to_device, size_t n,
+                    MPI_Comm comm);
+/* Drop a reference to a layout (shim_release). */
+void shim_types_unref(struct shim_layout *L);
+/* 1 when the layout's map is *per_element elements of one predefined type
+ * *basic (extent == size) per element of the user's type (a reduction with
+ * a predefined op runs on count x that of it). */
+int shim_types_basic(const struct shim_layout *L, MPI_Datatype *basic, MPI_Count *per_element);
+/* Forget the cached layout of @p dt (MPI_Type_free, C and Fortran). */
+void shim_types_forget(MPI_Datatype dt);
+
+/* One strided run of a flattened type map: @p rows blocks of @p width bytes,
+ * the first at @p off from the buffer, @p pitch apart. */
+struct shim_run {
+    MPI_Aint off;
+    size_t width;
+    MPI_Aint pitch;
+    size_t rows;
+};
+
+/* What shim_types.c needs of libcucopy (loaded by shim_state.c). */
+struct shim_cucopy_copy {
+    cucopy_ep_h ep;
+    cucopy_iface_h iface;
+    size_t max_iov;
+    cucopy_status_t (*ep_copy_2d)(cucopy_ep_h, const cucopy_copy_2d_t *, size_t,
+                                  cucopy_completion_t *);
+    int (*iface_progress)(cucopy_iface_h);
+};
+extern struct shim_cucopy_copy shim_cc;
+
+/* A cucopy failure in @p call while doing @p what: the detail on stderr, an
+ * MPI_ERR_OTHER code raised on @p comm. */
 int shim_cucopy_error(MPI_Comm comm, const char *call, const char *what);
 
 /* ---- stats ---------------------------------------------------------------- */

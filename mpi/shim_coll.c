@@ -51,6 +51,9 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
     c->out[0] = c->out[1] = 0;
     c->pieces[0] = c->pieces[1] = NULL;
     c->npieces[0] = c->npieces[1] = 0;
+    c->present[0] = c->present[1] = 0;
+    c->rtype = MPI_DATATYPE_NULL;
+    c->rcount = 0;
     if (comm == MPI_COMM_NULL)
         return 1;
     if (PMPI_Comm_test_inter(comm, &c->inter) != MPI_SUCCESS ||
@@ -89,6 +92,7 @@ static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blo
     c->dir[i] = dir;
     if (buf == MPI_IN_PLACE || blocks <= 0 || count <= 0)
         return MPI_SUCCESS;
+    c->present[i] = 1;
     MPI_Count lb = 0, ext = 0;
     if (PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS)
         return MPI_SUCCESS; /* a bad type is MPI's to report */
@@ -113,6 +117,8 @@ static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blo
     if (c->b[i].staged) {
         size_t per = c->b[i].bytes / (size_t)(blocks * count);
         c->out[i] = (size_t)out_elems * per;
+        if (c->b[i].layout != NULL)
+            c->ext[i] = (MPI_Count)per; /* packed: elements back to back */
     }
     return MPI_SUCCESS;
 }
@@ -181,6 +187,51 @@ int shim_coll_end(struct shim_coll *c, int rc)
             return rc_;              \
     } while (0)
 
+/*
+ * The end of a reduction's staging (@p rc: its result; @p count: the count
+ * argument, -1 for Reduce_scatter's array). A non-contiguous datatype on
+ * device memory is staged packed, and PMPI gets count x k elements of its
+ * one basic type B (a predefined op takes B; Open MPI refuses one on a
+ * derived type, MPI_ERR_OP, measured): when the map is k elements of B, every
+ * buffer of the call that MPI touches here is such a staged one (a host
+ * buffer would be read with the user's type, the packed ones with B), and
+ * the count fits an int. Otherwise MPI_ERR_TYPE, naming what.
+ */
+static int coll_reduction(struct shim_coll *c, int rc, MPI_Count count)
+{
+    if (rc != MPI_SUCCESS || !((c->b[0].staged && c->b[0].layout != NULL) ||
+                               (c->b[1].staged && c->b[1].layout != NULL)))
+        return rc;
+    const char *why = NULL;
+    MPI_Datatype basic = MPI_DATATYPE_NULL;
+    MPI_Count k = 0;
+    for (int i = 0; i < 2 && why == NULL; i++) {
+        if (!c->present[i])
+            continue;
+        if (!c->b[i].staged || c->b[i].layout == NULL)
+            why = "a reduction between a non-contiguous datatype on device memory and host "
+                  "memory in one call is not supported";
+        else if (!shim_types_basic(c->b[i].layout, &basic, &k))
+            why = "a reduction on a non-contiguous datatype on device memory whose basic "
+                  "types are not all one predefined type is not supported";
+    }
+    if (why == NULL && count < 0)
+        why = "a reduction with per-rank counts on a non-contiguous datatype on device memory "
+              "is not supported";
+    if (why == NULL && count > 0x7fffffff / k)
+        why = "a reduction on a non-contiguous datatype on device memory of more than "
+              "INT_MAX basic elements is not supported";
+    if (why == NULL) {
+        c->rtype = basic;
+        c->rcount = count * k;
+        return MPI_SUCCESS;
+    }
+    shim_coll_release(c);
+    if (shim_types_only)
+        return MPI_SUCCESS; /* CUCOPY_MPI_STAGE=types without reduce: the MPI's */
+    return shim_error(c->comm, MPI_ERR_TYPE, c->call, why);
+}
+
 int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
                     MPI_Datatype dt, int root, MPI_Comm comm)
 {
@@ -197,7 +248,9 @@ int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *send
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count);
+    return coll_reduction(
+        c, coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
+        count);
 }
 
 /* Exscan: recvbuf of rank 0 is undefined after the call: left as it was (with
@@ -210,7 +263,9 @@ int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf,
     int in_place = sendbuf == MPI_IN_PLACE;
     int out = c->rank == 0 ? 0 : SHIM_FROM_MPI;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count);
+    return coll_reduction(
+        c, coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count),
+        count);
 }
 
 /* Reduce: recvbuf is significant at the root only (MPI_IN_PLACE: the root's
@@ -226,7 +281,7 @@ int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf,
     if (c->root)
         STAGE_OR_RETURN(
             coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
-    return MPI_SUCCESS;
+    return coll_reduction(c, MPI_SUCCESS, count);
 }
 
 /* Reduce_local: no communicator; errors go to MPI_COMM_WORLD's handler. */
@@ -236,7 +291,8 @@ int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *in
     if (!coll_begin(c, call, MPI_COMM_NULL, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     STAGE_OR_RETURN(coll_stage(c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count);
+    return coll_reduction(c, coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count),
+                          count);
 }
 
 /* Reduce_scatter_block: size x recvcount in, recvcount out (MPI_IN_PLACE:
@@ -249,8 +305,10 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
-                      in_place ? SHIM_BOTH : SHIM_FROM_MPI, count);
+    return coll_reduction(c,
+                          coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
+                                     in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
+                          count);
 }
 
 /* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:
@@ -270,8 +328,11 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
         }                                                                                    \
         int in_place = sendbuf == MPI_IN_PLACE;                                              \
         STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));            \
-        return coll_stage(c, 1, recvbuf, 1, in_place ? total : counts[c->rank], dt,          \
-                          in_place ? SHIM_BOTH : SHIM_FROM_MPI, counts[c->rank]);            \
+        return coll_reduction(c, coll_stage(c, 1, recvbuf, 1,                                \
+                                            in_place ? total : counts[c->rank], dt,          \
+                                            in_place ? SHIM_BOTH : SHIM_FROM_MPI,            \
+                                            counts[c->rank]),                                \
+                              -1);                                                           \
     }
 
 COLL_REDUCE_SCATTER(shim_coll_reduce_scatter, int)
@@ -458,6 +519,46 @@ static int v_runs(const struct coll_vblock *blk, int n, struct coll_vpick p, MPI
 #define COLL_VSTACK 16
 
 /*
+ * Buffer @p i of a v form whose datatype is not one contiguous block, its
+ * span on device memory (b staged as bytes, released here): staged packed
+ * instead (shim_types.c), elements emin .. emax of the type from the lowest
+ * block's first element to the highest's last one, and the blocks become
+ * byte ranges of the packed staging, block q at (displs[q] - emin) x size
+ * (PMPI gets the signature type, of extent == size, at host - emin x size:
+ * its displacements in elements land there). *lo: emin x size. Alltoallw's
+ * per-peer types are refused.
+ */
+static int v_packed(struct shim_coll *c, int i, const void *buf, const struct coll_vspec *s,
+                    struct coll_vblock *blk, MPI_Count *lo)
+{
+    struct shim_buf *b = &c->b[i];
+    shim_release(b);
+    struct coll_vtype t;
+    if (s->types != NULL || !v_type(s->type, &t) || t.size <= 0 || t.ext < t.size)
+        return shim_error(c->comm, MPI_ERR_TYPE, c->call,
+                          "a non-contiguous datatype on device memory in Alltoallw, or one "
+                          "whose extent is below its size in a v collective, is not "
+                          "supported");
+    MPI_Count emin = 0, emax = 0;
+    int any = 0;
+    for (int q = 0; q < s->n; q++) {
+        MPI_Count n = shim_array_at(s->counts, q), d = shim_array_at(s->displs, q);
+        blk[q].len = 0;
+        if (n <= 0)
+            continue;
+        blk[q].lo = d * t.size; /* in range: d x ext is (v_block) */
+        blk[q].len = n * t.size;
+        emin = any && emin < d ? emin : d;
+        emax = any && emax > d + n ? emax : d + n;
+        any = 1;
+    }
+    int rc = shim_stage(c->call, (const char *)buf + (intptr_t)(emin * t.ext), emax - emin,
+                        s->type, c->comm, 0, b);
+    *lo = emin * t.size;
+    return rc;
+}
+
+/*
  * Stage buffer @p i of a v or w form: the blocks of @p s at @p buf, those
  * @p in picks copied in now, those @p out picks copied back after the call.
  * On an intercommunicator the span is only classified (device memory there is
@@ -511,10 +612,8 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
                             "MPI_BOTTOM with a datatype that reaches device memory "
                             "is not supported");
         else if (!dense)
-            rc = shim_error(c->comm, MPI_ERR_TYPE, c->call,
-                            "a datatype that is not one contiguous block on device memory "
-                            "is not supported (yet)");
-        else if ((runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
+            rc = v_packed(c, i, buf, s, blk, &lo);
+        if (rc == MPI_SUCCESS && (runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
             rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
     }
     if (rc == MPI_SUCCESS && b->staged) {
@@ -656,7 +755,7 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
                  shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt), \
                  PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op),                          \
                  PMPI_Reduce_local##SFX(SHIM_COLL_ARG(0, inbuf), SHIM_COLL_ARG(1, inoutbuf),      \
-                                        count, dt, op));                                          \
+                                        SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt), op));       \
     }
 
 #define COLL_NM(UPPER, LOWER) UPPER

@@ -199,6 +199,16 @@ static void f_finalize(f_finalize_fn fn, fint *ierr)
 }
 
 #if defined(SHIM_FORTRAN_ALL) /* the sends and receives */
+/* The datatype to give PMPI for staged buffer @p b: the signature type of a
+ * non-contiguous one (made a Fortran handle in *tmp), else @p dt. */
+static fint *f_type_arg(const struct shim_buf *b, fint *dt, fint *tmp)
+{
+    if (!b->staged || b->layout == NULL)
+        return dt;
+    *tmp = PMPI_Type_c2f(b->ptype);
+    return tmp;
+}
+
 /* ---- sends: blocking, nonblocking, persistent ------------------------------------ */
 
 typedef void (*f_send_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *);
@@ -255,8 +265,8 @@ static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint 
         fn(buf, count, dt, dest, tag, comm, ierr);
         return;
     }
-    fint e = 0;
-    fn(shim_host_arg(&b), count, dt, dest, tag, comm, &e);
+    fint e = 0, ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), dest, tag, comm, &e);
     shim_release(&b);
     set_ierr(ierr, e);
 }
@@ -284,8 +294,8 @@ static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, 
         fn(buf, count, dt, dest, tag, comm, req, ierr);
         return;
     }
-    fint e = 0;
-    fn(shim_host_arg(&b), count, dt, dest, tag, comm, req, &e);
+    fint e = 0, ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), dest, tag, comm, req, &e);
     if (e != MPI_SUCCESS) {
         shim_release(&b);
         set_ierr(ierr, e);
@@ -369,8 +379,8 @@ static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source,
     }
     fint local[FSTATUS_WORDS] = {0};
     fint *s = status_ignored(status) ? local : status;
-    fint e = 0;
-    fn(shim_host_arg(&b), count, dt, source, tag, comm, s, &e);
+    fint e = 0, ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), source, tag, comm, s, &e);
     set_ierr(ierr, f_finish_recv("MPI_Recv", e, &b, s, c));
 }
 
@@ -401,7 +411,8 @@ static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, 
         set_ierr(ierr, f_pipe_watch(e, req, call, buf, count, dt, c, persistent));
         return;
     }
-    fn(shim_host_arg(&b), count, dt, source, tag, comm, req, &e);
+    fint ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), source, tag, comm, req, &e);
     if (e != MPI_SUCCESS) {
         shim_release(&b);
         set_ierr(ierr, e);
@@ -433,8 +444,8 @@ static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *messa
     }
     fint local[FSTATUS_WORDS] = {0};
     fint *s = status_ignored(status) ? local : status;
-    fint e = 0;
-    fn(shim_host_arg(&b), count, dt, message, s, &e);
+    fint e = 0, ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), message, s, &e);
     set_ierr(ierr, f_finish_recv("MPI_Mrecv", e, &b, s, MPI_COMM_WORLD));
 }
 
@@ -463,8 +474,8 @@ static void f_imrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *mess
         set_ierr(ierr, f_pipe_watch(e, req, "MPI_Imrecv", buf, count, dt, MPI_COMM_WORLD, 0));
         return;
     }
-    fint e = 0;
-    fn(shim_host_arg(&b), count, dt, message, req, &e);
+    fint e = 0, ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), message, req, &e);
     if (e != MPI_SUCCESS) {
         shim_release(&b);
         set_ierr(ierr, e);
@@ -516,9 +527,10 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
     }
     fint local[FSTATUS_WORDS] = {0};
     fint *s = status_ignored(status) ? local : status;
-    fint e = 0;
-    fn(sb.staged ? shim_host_arg(&sb) : sbuf, scount, stype, dest, stag,
-       rb.staged ? shim_host_arg(&rb) : rbuf, rcount, rtype, source, rtag, comm, s, &e);
+    fint e = 0, fst = 0, frt = 0;
+    fn(sb.staged ? shim_host_arg(&sb) : sbuf, scount, f_type_arg(&sb, stype, &fst), dest, stag,
+       rb.staged ? shim_host_arg(&rb) : rbuf, rcount, f_type_arg(&rb, rtype, &frt), source,
+       rtag, comm, s, &e);
     shim_release(&sb);
     if (rb.staged) {
         e = (fint)f_finish_recv("MPI_Sendrecv", e, &rb, s, c);
@@ -560,8 +572,8 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
     }
     fint local[FSTATUS_WORDS] = {0};
     fint *s = status_ignored(status) ? local : status;
-    fint e = 0;
-    fn(shim_host_arg(&b), count, dt, dest, stag, source, rtag, comm, s, &e);
+    fint e = 0, ft = 0;
+    fn(shim_host_arg(&b), count, f_type_arg(&b, dt, &ft), dest, stag, source, rtag, comm, s, &e);
     if (*source == MPI_PROC_NULL)
         shim_release(&b);
     else
@@ -641,6 +653,13 @@ static void f_test(int get_status, f_test_fn fn, fint *req, fint *flag, fint *st
         PMPI_Status_c2f(&cs, s);
     }
     set_ierr(ierr, e != MPI_SUCCESS ? e : rc2);
+}
+
+/* MPI_Type_free: the type's cached layout goes first (shim_types.c). */
+static void f_type_free(f_req_fn fn, fint *dt, fint *ierr)
+{
+    shim_types_forget(PMPI_Type_f2c(*dt));
+    fn(dt, ierr);
 }
 
 static void f_request_free(f_req_fn fn, fint *req, fint *ierr)
@@ -1135,6 +1154,11 @@ P2P_ENTRY(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE,
        fint *comm, fint *status, fint *ierr),
       f_sendrecv_replace((f_sendrecv_replace_fn)NEXT, buf, count, dt, dest, stag, source,
                          rtag, comm, status, ierr))
+/* MPI_Type_free: Open MPI's Fortran bindings and MPICH 4.0's mpi_f08 call
+ * PMPI_Type_free, past the C wrapper (nm -D: libmpichfort.so.12's
+ * mpi_type_free_f08_ imports PMPI_Type_free). */
+COMPLETION_ENTRY(mpi_type_free, MPI_TYPE_FREE, (fint *dt, fint *ierr),
+      f_type_free((f_req_fn)NEXT, dt, ierr))
 
 COMPLETION_ENTRY(mpi_wait, MPI_WAIT, (fint *req, fint *status, fint *ierr),
       f_wait((f_wait_fn)NEXT, req, status, ierr))

@@ -7,9 +7,10 @@
  * host memory before PMPI writes from it; MPI_File_read and its five
  * siblings give PMPI host memory and copy back to the device exactly the
  * bytes MPI read (the status's byte count: a short read at the end of the
- * file leaves the rest of the device buffer as it was). The memory datatype
- * must be one contiguous block on device memory (shim_stage's rule; the file
- * view is MPI's business and may be anything). MPI-4 libraries get the
+ * file leaves the rest of the device buffer as it was). A memory datatype
+ * that is not one contiguous block is staged packed (shim_types.c; PMPI gets
+ * its signature type); the file view is MPI's business and may be anything.
+ * MPI-4 libraries get the
  * large-count MPI_File_X_c forms too.
  *
  * Refused with MPI_ERR_UNSUPPORTED_OPERATION on device memory (host memory
@@ -154,7 +155,7 @@ static int io_finish(MPI_File fh, const char *call, int rc, struct shim_buf *b,
             !b.staged)                                                                        \
             return rc != MPI_SUCCESS ? rc : PMPI_##NAME##SFX(fh, OFF_A buf, count, dt, status); \
         MPI_Status local, *s = (DIR & SHIM_FROM_MPI) ? io_status(status, &local) : status;   \
-        rc = PMPI_##NAME##SFX(fh, OFF_A shim_host_arg(&b), count, dt, s);                     \
+        rc = PMPI_##NAME##SFX(fh, OFF_A shim_host_arg(&b), count, shim_type_arg(&b, dt), s);  \
         return io_finish(fh, "MPI_" #NAME #SFX, rc, &b, s, DIR);                              \
     }
 

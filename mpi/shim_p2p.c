@@ -6,8 +6,9 @@
  * Every wrapper starts with the one cached check (shim_p2p_active(): the
  * class p2p of CUCOPY_MPI_STAGE, then shim_active()); a host
  * buffer, a zero count or MPI_PROC_NULL then goes straight to PMPI with the
- * user's arguments. A device buffer whose type map is one contiguous block
- * is staged: sends copy it to pinned host memory *in the call* (so MPI's
+ * user's arguments. A device buffer is staged (one whose type map is not one
+ * contiguous block packed, with its signature type: shim_types.c): sends
+ * copy it to pinned host memory *in the call* (so MPI's
  * non-overtaking order is the order of the calls, exactly as without the
  * shim), receives land in host memory and are copied to the device before
  * the call that completes them returns. MPI-4 libraries get the large-count
@@ -101,7 +102,8 @@ SHIM_EXPORT int MPI_Finalize(void)
             return rc;                                                                       \
         if (!b.staged)                                                                       \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm);                        \
-        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, dest, tag, comm);                \
+        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), dest, tag,    \
+                              comm);                                                         \
         shim_release(&b);                                                                    \
         return rc;                                                                           \
     }
@@ -133,7 +135,8 @@ SHIM_EXPORT int MPI_Finalize(void)
             return rc;                                                                       \
         if (!b.staged)                                                                       \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \
-        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, dest, tag, comm, req);           \
+        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), dest, tag,    \
+                              comm, req);                                                    \
         if (rc != MPI_SUCCESS) {                                                             \
             shim_release(&b);                                                                \
             return rc;                                                                       \
@@ -182,7 +185,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                       buf, count, dt, comm, status);                                        \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
-        rc = PMPI_Recv##SFX(shim_host_arg(&b), count, dt, source, tag, comm, s);            \
+        rc = PMPI_Recv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,   \
+                            comm, s);                                                       \
         return shim_finish_recv("MPI_Recv" #SFX, rc, &b, s, comm);                          \
     }                                                                                       \
                                                                                             \
@@ -199,7 +203,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         if (!b.staged)                                                                      \
             HOST_IRECV("MPI_Irecv" #SFX, PMPI_Irecv##SFX, (buf, count, dt, source, tag, comm), \
                        buf, count, dt, comm, req);                                          \
-        rc = PMPI_Irecv##SFX(shim_host_arg(&b), count, dt, source, tag, comm, req);         \
+        rc = PMPI_Irecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,  \
+                             comm, req);                                                    \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
             return rc;                                                                      \
@@ -225,7 +230,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                       count, dt, MPI_COMM_WORLD, status);                                   \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
-        rc = PMPI_Mrecv##SFX(shim_host_arg(&b), count, dt, message, s);                     \
+        rc = PMPI_Mrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,      \
+                             s);                                                            \
         return shim_finish_recv("MPI_Mrecv" #SFX, rc, &b, s, MPI_COMM_WORLD);               \
     }                                                                                       \
                                                                                             \
@@ -243,7 +249,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         if (!b.staged)                                                                      \
             HOST_IRECV("MPI_Imrecv" #SFX, PMPI_Imrecv##SFX, (buf, count, dt, message), buf,  \
                        count, dt, MPI_COMM_WORLD, req);                                     \
-        rc = PMPI_Imrecv##SFX(shim_host_arg(&b), count, dt, message, req);                  \
+        rc = PMPI_Imrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,     \
+                              req);                                                         \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
             return rc;                                                                      \
@@ -287,9 +294,9 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
         rc = PMPI_Sendrecv##SFX(sb.staged ? shim_host_arg(&sb) : sendbuf, sendcount,          \
-                                sendtype, dest, sendtag,                                      \
+                                shim_type_arg(&sb, sendtype), dest, sendtag,                  \
                                 rb.staged ? shim_host_arg(&rb) : recvbuf, recvcount,          \
-                                recvtype, source, recvtag, comm, s);                          \
+                                shim_type_arg(&rb, recvtype), source, recvtag, comm, s);      \
         shim_release(&sb);                                                                    \
         if (!rb.staged)                                                                       \
             return shim_pipe_host_recv("MPI_Sendrecv" #SFX, rc, recvbuf, recvcount, recvtype, \
@@ -320,8 +327,8 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                       comm, status);                                                          \
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
-        rc = PMPI_Sendrecv_replace##SFX(shim_host_arg(&b), count, dt, dest, sendtag, source,  \
-                                        recvtag, comm, s);                                    \
+        rc = PMPI_Sendrecv_replace##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt),      \
+                                        dest, sendtag, source, recvtag, comm, s);             \
         if (source == MPI_PROC_NULL) {                                                        \
             shim_release(&b);                                                                 \
             return rc;                                                                        \
@@ -361,7 +368,8 @@ static int shim_pipe_init_host(int rc, MPI_Request *req, const char *call, void 
             return rc;                                                                        \
         if (!b.staged)                                                                        \
             return INIT_HOST(NAME, SFX, RECV);                                                \
-        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, dt, peer, tag, comm, req);            \
+        rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), peer, tag,     \
+                              comm, req);                                                     \
         if (rc != MPI_SUCCESS) {                                                              \
             shim_release(&b);                                                                 \
             return rc;                                                                        \

@@ -550,8 +550,19 @@ int shim_pipe_recv(const char *call, struct shim_buf *b, MPI_Status *s, MPI_Comm
 {
     struct pipe_env env;
     memcpy(&env, b->host, sizeof env);
-    return recv_stream(call, &env, b->host, b->bytes, b->staged ? b->first : NULL, b->device,
-                       comm, s);
+    if (!b->staged || b->layout == NULL)
+        return recv_stream(call, &env, b->host, b->bytes, b->staged ? b->first : NULL,
+                           b->device, comm, s);
+    /* A non-contiguous device buffer, staged packed (shim_types.c): the
+     * stream lands in the packed staging memory, then what arrived is
+     * scattered to the type map. */
+    int rc = recv_stream(call, &env, b->host, b->bytes, NULL, -1, comm, s);
+    if (shim_copy_ok(rc)) {
+        int rc2 = shim_unstage(call, b, shim_received_bytes(s), comm);
+        if (rc == MPI_SUCCESS)
+            rc = rc2;
+    }
+    return rc;
 }
 
 int shim_pipe_scatter(const void *packed, size_t bytes, void *buf, MPI_Count count,

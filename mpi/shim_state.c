@@ -40,9 +40,10 @@ static unsigned stage_listed;      /* the classes it lists (SHIM_CLASS_*) */
 
 _Atomic int shim_state = SHIM_WATCHING;
 _Atomic unsigned shim_classes = SHIM_CLASS_ALL;
+_Thread_local int shim_types_only;
 
 /* The names of CUCOPY_MPI_STAGE's classes, in bit order (SHIM_CLASS_*). */
-static const char *const class_names[] = {"p2p", "coll", "icoll", "reduce", "io"};
+static const char *const class_names[] = {"p2p", "coll", "icoll", "reduce", "io", "types"};
 #define CLASS_COUNT (sizeof class_names / sizeof class_names[0])
 
 /* As cucopy's own booleans (docs/configuration.md): y/n, yes/no, on/off,
@@ -69,9 +70,9 @@ static int parse_bool(const char *name, const char *v, int *out)
 
 /*
  * CUCOPY_MPI_STAGE: a comma-separated list of classes (p2p, coll, icoll,
- * reduce, io), or all, or none (alone). "types" (non-contiguous datatypes) is
- * refused: their staging is not built, so the class could not do what it
- * says. 0, or -1 with config_error set.
+ * reduce, io, types), or all, or none (alone). "types": non-contiguous
+ * datatypes on device memory in every class but io (shim_active_for).
+ * 0, or -1 with config_error set.
  */
 static int parse_stage(const char *v)
 {
@@ -98,17 +99,10 @@ static int parse_stage(const char *v)
             snprintf(config_error, sizeof config_error,
                      "CUCOPY_MPI_STAGE=%s: all and none stand alone, not in a list", v);
             return -1;
-        } else if (len == 5 && strncmp(at, "types", 5) == 0) {
-            snprintf(config_error, sizeof config_error,
-                     "CUCOPY_MPI_STAGE=%s: the class types is not supported yet (staging "
-                     "non-contiguous datatypes is not built: a staged class refuses them on "
-                     "device memory, the others pass them to the MPI)",
-                     v);
-            return -1;
         } else {
             snprintf(config_error, sizeof config_error,
                      "CUCOPY_MPI_STAGE=%s: %s%.*s%s: expected a comma-separated list of "
-                     "p2p, coll, icoll, reduce, io, or all, or none",
+                     "p2p, coll, icoll, reduce, io, types, or all, or none",
                      v, len == 0 ? "an empty class" : "unknown class '", (int)len, at,
                      len == 0 ? "" : "'");
             return -1;
@@ -191,6 +185,7 @@ static struct {
     cucopy_status_t (*ep_put_zcopy)(cucopy_ep_h, const cucopy_iov_t *, size_t, uint64_t,
                                     cucopy_completion_t *);
     int (*iface_progress)(cucopy_iface_h);
+    cucopy_status_t (*iface_query)(cucopy_iface_h, cucopy_iface_attr_t *);
     const char *(*last_error)(void);
     const char *(*status_string)(cucopy_status_t);
     unsigned (*get_version)(void);
@@ -198,6 +193,8 @@ static struct {
     cucopy_iface_h iface;
     cucopy_ep_h ep;
 } cc;
+
+struct shim_cucopy_copy shim_cc;
 
 static void *load_library(char *why, size_t why_len)
 {
@@ -257,12 +254,20 @@ static int load_cucopy(void)
     LOAD_SYM(last_error, "cucopy_last_error");
     LOAD_SYM(status_string, "cucopy_status_string");
     LOAD_SYM(get_version, "cucopy_get_version");
+    LOAD_SYM(iface_query, "cucopy_iface_query");
     unsigned v = cc.get_version();
     if (v / 100 != CUCOPY_VERSION / 100) {
         snprintf(why, sizeof why, "libcucopy.so.0 is version %u, this shim was built for %u",
                  v, (unsigned)CUCOPY_VERSION);
         goto fail;
     }
+    /* Non-contiguous datatypes' strided runs (shim_types.c; 0.5.0 has it). */
+    *(void **)&shim_cc.ep_copy_2d = dlsym(h, "cucopy_ep_copy_2d");
+    if (shim_cc.ep_copy_2d == NULL) {
+        snprintf(why, sizeof why, "libcucopy.so.0 has no cucopy_ep_copy_2d");
+        goto fail;
+    }
+    shim_cc.iface_progress = cc.iface_progress;
     /* The driver: $CUCOPY_CUDA_DRIVER or libcuda.so.1, which is the object the
      * program already loaded (dlopen finds it by its SONAME). */
     cucopy_status_t st = cc.context_create(NULL, &cc.ctx);
@@ -275,10 +280,16 @@ static int load_cucopy(void)
     st = cc.iface_open(cc.ctx, &ip, &cc.iface);
     if (st == CUCOPY_OK)
         st = cc.ep_create(cc.iface, &cc.ep);
+    cucopy_iface_attr_t ia = {.field_mask = CUCOPY_IFACE_ATTR_MAX_IOV};
+    if (st == CUCOPY_OK)
+        st = cc.iface_query(cc.iface, &ia);
     if (st != CUCOPY_OK) {
         snprintf(why, sizeof why, "%s", cc.last_error());
         goto fail;
     }
+    shim_cc.ep = cc.ep;
+    shim_cc.iface = cc.iface;
+    shim_cc.max_iov = ia.max_iov;
     return 0;
 fail:
     fprintf(stderr,
@@ -516,17 +527,12 @@ int shim_error(MPI_Comm comm, int errclass, const char *call, const char *what)
 }
 
 /* A cucopy failure: the detail goes to stderr (it varies), the code is fixed. */
-static int cucopy_error(MPI_Comm comm, const char *call, const char *what)
+int shim_cucopy_error(MPI_Comm comm, const char *call, const char *what)
 {
     fprintf(stderr, "cucopy_mpi: %s: %s: %s\n", call, what, cc.last_error());
     char msg[160];
     snprintf(msg, sizeof msg, "%s failed (details on stderr)", what);
     return shim_error(comm, MPI_ERR_OTHER, call, msg);
-}
-
-int shim_cucopy_error(MPI_Comm comm, const char *call, const char *what)
-{
-    return cucopy_error(comm, call, what);
 }
 
 /* ---- the pipeline's copies ----------------------------------------------------- */
@@ -548,6 +554,7 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
                MPI_Comm comm, int direction, struct shim_buf *b)
 {
     b->staged = 0;
+    b->layout = NULL;
     if (count <= 0)
         return MPI_SUCCESS;
     MPI_Count size = 0, tlb = 0, text = 0, lb = 0, ext = 0;
@@ -563,19 +570,30 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
         return MPI_SUCCESS;
     /* One contiguous block: no holes in one element, elements back to back. */
     int dense = size == text && (count == 1 || ext == size);
+    if (dense && shim_types_only)
+        return MPI_SUCCESS; /* CUCOPY_MPI_STAGE=types alone: the MPI's */
     size_t bytes = 0;
+    uintptr_t query = first; /* the span the type map touches: one allocation */
     if (dense) {
         if ((unsigned long long)count > SIZE_MAX / (unsigned long long)size)
             return shim_error(comm, MPI_ERR_COUNT, call, "count * type size overflows");
         bytes = (size_t)count * (size_t)size;
+    } else {
+        /* Elements at buf + k * ext (ext may be negative), each [tlb, tlb + text). */
+        if (count > ((MPI_Count)1 << 62) / (ext < 0 ? -ext : ext > 0 ? ext : 1))
+            return shim_error(comm, MPI_ERR_COUNT, call, "count * type extent overflows");
+        MPI_Count last = (count - 1) * ext;
+        MPI_Count lo = tlb + (last < 0 ? last : 0), hi = tlb + text + (last > 0 ? last : 0);
+        query = (uintptr_t)buf + (uintptr_t)(intptr_t)lo;
+        bytes = (size_t)(hi - lo);
     }
     cucopy_mem_attr_t attr = {.field_mask = CUCOPY_MEM_ATTR_MEM_TYPE | CUCOPY_MEM_ATTR_DEVICE};
-    cucopy_status_t st = cc.mem_query(cc.ctx, (const void *)first, bytes, &attr);
+    cucopy_status_t st = cc.mem_query(cc.ctx, (const void *)query, bytes, &attr);
     if (st == CUCOPY_ERR_OUT_OF_RANGE)
         return shim_error(comm, MPI_ERR_BUFFER, call,
                           "the message runs past the end of its device allocation");
     if (st != CUCOPY_OK)
-        return cucopy_error(comm, call, "classifying the buffer (cucopy_mem_query)");
+        return shim_cucopy_error(comm, call, "classifying the buffer (cucopy_mem_query)");
     if (attr.mem_type == CUCOPY_MEMORY_TYPE_HOST)
         return MPI_SUCCESS;
     if (attr.mem_type == CUCOPY_MEMORY_TYPE_CUDA_MANAGED && !stage_managed)
@@ -585,9 +603,7 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
                           "MPI_BOTTOM with a datatype that reaches device memory "
                           "is not supported");
     if (!dense)
-        return shim_error(comm, MPI_ERR_TYPE, call,
-                          "a datatype that is not one contiguous block on device memory "
-                          "is not supported (yet)");
+        return shim_types_stage(call, buf, count, dt, comm, direction, attr.device, b);
     b->host = shim_pool_get(bytes, &b->cap, &b->pinned);
     if (b->host == NULL)
         return shim_error(comm, MPI_ERR_NO_MEM, call, "no host memory for staging");
@@ -599,7 +615,7 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
         st = cc.ep_put_short(cc.ep, b->first, bytes, (uint64_t)(uintptr_t)b->host);
         if (st != CUCOPY_OK) {
             shim_pool_put(b->host, b->cap, b->pinned);
-            return cucopy_error(comm, call, "copying the device buffer to host memory");
+            return shim_cucopy_error(comm, call, "copying the device buffer to host memory");
         }
         shim_stats_add(0, b->device, bytes);
     }
@@ -609,9 +625,11 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
 
 int shim_restage(const char *call, struct shim_buf *b, MPI_Comm comm)
 {
+    if (b->layout != NULL)
+        return shim_types_copy(call, b, 0, b->bytes, comm);
     cucopy_status_t st = cc.ep_put_short(cc.ep, b->first, b->bytes, (uint64_t)(uintptr_t)b->host);
     if (st != CUCOPY_OK)
-        return cucopy_error(comm, call, "copying the device buffer to host memory");
+        return shim_cucopy_error(comm, call, "copying the device buffer to host memory");
     shim_stats_add(0, b->device, b->bytes);
     return MPI_SUCCESS;
 }
@@ -622,9 +640,11 @@ int shim_unstage(const char *call, struct shim_buf *b, size_t n, MPI_Comm comm)
         n = b->bytes;
     if (n == 0)
         return MPI_SUCCESS;
+    if (b->layout != NULL)
+        return shim_types_copy(call, b, 1, n, comm);
     cucopy_status_t st = cc.ep_put_short(cc.ep, b->host, n, (uint64_t)(uintptr_t)b->first);
     if (st != CUCOPY_OK)
-        return cucopy_error(comm, call, "copying the received message to device memory");
+        return shim_cucopy_error(comm, call, "copying the received message to device memory");
     shim_stats_add(1, b->device, n);
     return MPI_SUCCESS;
 }
@@ -644,9 +664,13 @@ size_t shim_received_bytes(const MPI_Status *st)
 
 void shim_release(struct shim_buf *b)
 {
-    if (b->staged)
+    if (b->staged) {
         shim_pool_put(b->host, b->cap, b->pinned);
+        if (b->layout != NULL)
+            shim_types_unref(b->layout);
+    }
     b->staged = 0;
+    b->layout = NULL;
 }
 
 int shim_copy_ok(int rc)

@@ -47,7 +47,8 @@
 #define TAG_ACK 2
 
 enum kind { HOST = 0, DEVICE = 1 };
-enum test { LAT = 0, BW, ALLREDUCE, BCAST, ALLTOALL, NTESTS };
+/* XFACE is a section of its own (run_xface), not a table of sizes. */
+enum test { LAT = 0, BW, ALLREDUCE, BCAST, ALLTOALL, XFACE, NTESTS };
 enum { HH = 0, DD, HD, DH, NPAIRS };
 
 /* Buffer kind of rank 0 and rank 1 for each pair. */
@@ -62,12 +63,12 @@ static const struct {
     {"D-H", "dh", {DEVICE, HOST}},
 };
 
-static const char *test_names[NTESTS] = {"lat", "bw", "allreduce", "bcast", "alltoall"};
+static const char *test_names[NTESTS] = {"lat", "bw", "allreduce", "bcast", "alltoall", "xface"};
 
 /* The collectives run over every rank, with the H-H and D-D pairs only. */
 static int is_collective(enum test t)
 {
-    return t >= ALLREDUCE;
+    return t >= ALLREDUCE && t != XFACE;
 }
 
 static struct {
@@ -84,6 +85,7 @@ static struct {
     int test_on[NTESTS];
     double short_us; /* < 0: measure */
     int verify;
+    int xface_n; /* 0: default */
 } opt = {.max_size = 256 * MIB,
          .warmup = -1,
          .window = 64,
@@ -116,8 +118,11 @@ static void usage(FILE *f)
             "(OSU osu_latency / osu_bw shape), collectives over every rank (osu_allreduce,\n"
             "osu_bcast, osu_alltoall), and the ratio device/host of the same run.\n"
             "\n"
-            "  --tests LIST      lat,bw,allreduce,bcast,alltoall (default lat,bw); lat and\n"
-            "                    bw need exactly 2 ranks, the collectives any number >= 2\n"
+            "  --tests LIST      lat,bw,allreduce,bcast,alltoall,xface (default lat,bw); lat,\n"
+            "                    bw and xface need exactly 2 ranks, the collectives any\n"
+            "                    number >= 2; xface: the x-face of an N^3 double array as a\n"
+            "                    subarray type against as many contiguous bytes (MPI_Sendrecv)\n"
+            "  --xface-n N       xface: the array's edge (default 256; --verify: 32)\n"
             "  --pairs LIST      hh,dd,hd,dh (default all): buffer kinds of rank 0 and rank 1,\n"
             "                    h = host (malloc), d = device (cuMemAlloc); the collectives\n"
             "                    run hh and dd only (every rank's buffers of that kind)\n"
@@ -262,6 +267,8 @@ static int parse_args(int argc, char **argv)
                 *comma = '\0';
             bad = parse_int(buf, 0, 1023, &opt.device[0]) != 0 ||
                   parse_int(comma ? comma + 1 : buf, 0, 1023, &opt.device[1]) != 0;
+        } else if (strcmp(a, "--xface-n") == 0) {
+            bad = parse_int(v, 4, 1024, &opt.xface_n) != 0;
         } else if (strcmp(a, "--short-us") == 0) {
             char *end = NULL;
             opt.short_us = strtod(v, &end);
@@ -951,6 +958,114 @@ static void print_goals(double h2d, double d2h)
 /* ---- main ------------------------------------------------------------------------------- */
 
 /* 1 on every rank when @p ok is 1 on every rank. */
+/* ---- the x-face of a 3-D block ------------------------------------------------------ */
+
+/* One exchange: both ranks MPI_Sendrecv @p count x @p type from @p send to
+ * @p recv with the other rank. */
+struct face_step {
+    char *send, *recv;
+    int count;
+    MPI_Datatype stype, rtype;
+};
+
+static double face_loop(int warm, int iters, const struct face_step *f)
+{
+    int peer = 1 - rank;
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = 0;
+    for (int i = 0; i < warm + iters; i++) {
+        if (i == warm)
+            t0 = MPI_Wtime();
+        MPI_OK(MPI_Sendrecv(f->send, f->count, f->stype, peer, TAG_DATA, f->recv, f->count,
+                            f->rtype, peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+    return (MPI_Wtime() - t0) * 1e6 / iters;
+}
+
+static double face_value(int r, size_t i)
+{
+    return (double)r * 1e9 + (double)i;
+}
+
+/* An N^3 array of doubles (x fastest): each rank sends its face x = 1 into
+ * the other's face x = 0 (N^2 blocks of 8 bytes, N * 8 bytes apart: one
+ * subarray type each), then N^2 * 8 contiguous bytes the same way; D-D and
+ * H-H. After the loops the array must hold the peer's face at x = 0 and its
+ * own values everywhere else (no byte outside the face written). */
+static void run_xface(void)
+{
+    int n = opt.xface_n ? opt.xface_n : opt.verify ? 32 : 256;
+    size_t cells = (size_t)n * n * n, bytes = cells * sizeof(double);
+    size_t face = (size_t)n * n * sizeof(double);
+    int iters = opt.iters ? opt.iters : opt.verify ? 5 : 100;
+    int warm = opt.warmup >= 0 ? opt.warmup : opt.verify ? 1 : 10;
+    int sizes[3] = {n, n, n}, subs[3] = {n, n, 1}, s1[3] = {0, 0, 1}, s0[3] = {0, 0, 0};
+    MPI_Datatype x1, x0;
+    MPI_OK(MPI_Type_create_subarray(3, sizes, subs, s1, MPI_ORDER_C, MPI_DOUBLE, &x1));
+    MPI_OK(MPI_Type_create_subarray(3, sizes, subs, s0, MPI_ORDER_C, MPI_DOUBLE, &x0));
+    MPI_OK(MPI_Type_commit(&x1));
+    MPI_OK(MPI_Type_commit(&x0));
+    double *h = host_alloc(bytes);
+    double us[2][2]; /* [HOST/DEVICE][subarray, contiguous] */
+    for (int k = HOST; k <= DEVICE; k++) {
+        char *a = k == DEVICE ? device_alloc(bytes) : host_alloc(bytes);
+        char *cs = k == DEVICE ? device_alloc(face) : host_alloc(face);
+        char *cr = k == DEVICE ? device_alloc(face) : host_alloc(face);
+        for (size_t i = 0; i < cells; i++)
+            h[i] = face_value(rank, i);
+        if (k == DEVICE) {
+            TD_CHECK(td.cuMemcpyHtoD(dptr(a), h, bytes));
+            TD_CHECK(td.cuMemsetD8(dptr(cs), 1, face));
+            TD_CHECK(td.cuCtxSynchronize());
+        } else {
+            memcpy(a, h, bytes);
+            memset(cs, 1, face);
+        }
+        struct face_step sub = {a, a, 1, x1, x0};
+        struct face_step flat = {cs, cr, (int)face, MPI_BYTE, MPI_BYTE};
+        us[k][0] = face_loop(warm, iters, &sub);
+        us[k][1] = face_loop(warm, iters, &flat);
+        if (k == DEVICE)
+            TD_CHECK(td.cuMemcpyDtoH(h, dptr(a), bytes));
+        else
+            memcpy(h, a, bytes);
+        int ok = 1;
+        for (size_t i = 0; i < cells && ok; i++) {
+            double want = i % (size_t)n == 0 ? face_value(1 - rank, i + 1) : face_value(rank, i);
+            ok = h[i] == want;
+        }
+        count_check(ok);
+        if (!ok)
+            fprintf(stderr, "cucopy_mpi_bench: rank %d: xface %s: wrong data in the array\n",
+                    rank, k == DEVICE ? "D-D" : "H-H");
+        if (k == DEVICE) {
+            TD_CHECK(td.cuMemFree(dptr(a)));
+            TD_CHECK(td.cuMemFree(dptr(cs)));
+            TD_CHECK(td.cuMemFree(dptr(cr)));
+        } else {
+            free(a);
+            free(cs);
+            free(cr);
+        }
+    }
+    free(h);
+    MPI_OK(MPI_Type_free(&x1));
+    MPI_OK(MPI_Type_free(&x0));
+    if (rank != 0)
+        return;
+    printf("# x-face exchange, us per MPI_Sendrecv (%d timed, %d warmup): the x-face of a %d^3 "
+           "double array as a subarray type (%d x %d blocks of 8 B, %zu B) against %zu "
+           "contiguous bytes\n",
+           iters, warm, n, n, n, face, face);
+    printf("#   pair    subarray  contiguous   ratio\n");
+    for (int k = HOST; k <= DEVICE; k++)
+        printf("    %s  %10.2f  %10.2f  %6.2f\n", k == DEVICE ? "D-D" : "H-H", us[k][0],
+               us[k][1], us[k][0] / us[k][1]);
+    double r = us[DEVICE][0] / us[DEVICE][1];
+    printf("# goal x-face: D-D subarray <= 2.0 x D-D contiguous: %.2f: %s\n", r,
+           r <= 2.0 ? "MET" : "NOT MET");
+}
+
 static int all_ok(int ok)
 {
     int all = 0;
@@ -964,7 +1079,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     int p = parse_args(argc, argv);
-    if (p == 0 && (nranks < 2 || (nranks != 2 && (opt.test_on[LAT] || opt.test_on[BW])))) {
+    if (p == 0 && (nranks < 2 || (nranks != 2 && (opt.test_on[LAT] || opt.test_on[BW] ||
+                                                  opt.test_on[XFACE])))) {
         if (rank == 0)
             fprintf(stderr,
                     "cucopy_mpi_bench: needs %s 2 ranks (mpirun -n 2), not %d (lat and bw: "
@@ -1001,9 +1117,11 @@ int main(int argc, char **argv)
     for (int si = 0; si < opt.nsizes; si++)
         for (int t = 0; t < NTESTS; t++) {
             size_t w = iter_bytes((enum test)t, opt.sizes[si]);
-            if (opt.test_on[t] && w > buf_bytes)
+            if (opt.test_on[t] && t != XFACE && w > buf_bytes)
                 buf_bytes = w;
         }
+    if (buf_bytes == 0)
+        buf_bytes = 4096; /* xface alone: it allocates its own */
     sendbuf[HOST] = host_alloc(buf_bytes);
     recvbuf[HOST] = host_alloc(buf_bytes);
     scratch = host_alloc(buf_bytes);
@@ -1031,7 +1149,7 @@ int main(int argc, char **argv)
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
 
     for (int t = 0; t < NTESTS; t++) {
-        if (!opt.test_on[t])
+        if (!opt.test_on[t] || t == XFACE)
             continue;
         for (int q = 0; q < NPAIRS; q++) {
             if (!opt.pair_on[q] || (is_collective((enum test)t) && q != HH && q != DD))
@@ -1052,6 +1170,8 @@ int main(int argc, char **argv)
     }
     if (rank == 0)
         print_goals(h2d, d2h);
+    if (opt.test_on[XFACE])
+        run_xface();
 
     int cu[2];
     both(mpi_prog_mapped("/libcucopy.so") == 1, cu);

@@ -441,16 +441,17 @@ program f_coll
   call MPI_Op_free(plus1, ierr)
 
   ! 19. Refused with an MPI error (MPI_ERRORS_RETURN) on every rank, nothing
-  ! sent: a type with holes on device memory, and Fortran's MPI_BOTTOM with
-  ! an absolute type whose block is device memory.
+  ! sent: a reduction between a type with holes on device memory and host
+  ! memory (docs/mpi.md "Non-contiguous datatypes"), and Fortran's
+  ! MPI_BOTTOM with an absolute type whose block is device memory.
   call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN, ierr)
   call MPI_Type_vector(2, 1, 2, MPI_INTEGER, vec, ierr)
   call MPI_Type_commit(vec, ierr)
   e = MPI_SUCCESS
-  call MPI_Allreduce(si, ri, 1, vec, MPI_SUM, MPI_COMM_WORLD, e)
+  call MPI_Allreduce(ei, ri, 1, vec, MPI_SUM, MPI_COMM_WORLD, e)
   cls = MPI_SUCCESS
   if (e /= MPI_SUCCESS) call MPI_Error_class(e, cls, ierr2)
-  call check(cls == MPI_ERR_TYPE, "Allreduce, vector type on device memory: MPI_ERR_TYPE")
+  call check(cls == MPI_ERR_TYPE, "Allreduce, vector type from host to device memory: MPI_ERR_TYPE")
   call MPI_Get_address(ri, addr(1), ierr)
   call MPI_Type_create_hindexed(1, [K], addr, MPI_INTEGER, absolute, ierr)
   call MPI_Type_commit(absolute, ierr)

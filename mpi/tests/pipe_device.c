@@ -321,7 +321,7 @@ static void test_combined(void)
         MPI_OK(MPI_Recv(mine.p, (int)big, MPI_BYTE, peer, TAG, pair, &st));
         expect_msg(&mine, big, base + 1);
         verify(&mine, "the send half of Sendrecv_replace");
-        for (int k = 2; k < 7; k++) {
+        for (int k = 2; k < 8; k++) {
             expect_msg(&b, big, base + k);
             put(&b);
             MPI_OK(MPI_Send(b.p, (int)big, MPI_BYTE, peer, TAG + k, pair));
@@ -400,6 +400,20 @@ static void test_combined(void)
     for (size_t i = 0; i < big; i++)
         v.want[GUARD + (i / 1000) * 1100 + i % 1000] = flat.want[GUARD + i];
     verify(&v, "Recv into a vector type (host)");
+    /* The same into device memory: the datatype staging packs it (the stream
+     * lands in its packed staging memory, then is scattered to the type map);
+     * the holes keep their bytes on the device. */
+    struct buf dv = mk(1, (size_t)blocks * 1100);
+    MPI_OK(MPI_Recv(dv.p, 1, vec, peer, TAG + 7, pair, &st));
+    got = -1;
+    MPI_Get_elements(&st, MPI_BYTE, &got);
+    CHECK(got == (int)big, "Recv into a vector type on device 1: MPI_Get_elements %d, want %zu",
+          got, big);
+    expect_msg(&flat, big, base + 7);
+    for (size_t i = 0; i < big; i++)
+        dv.want[GUARD + (i / 1000) * 1100 + i % 1000] = flat.want[GUARD + i];
+    verify(&dv, "Recv into a vector type (device 1)");
+    drop(&dv);
     drop(&flat);
     drop(&v);
     MPI_OK(MPI_Type_free(&vec));

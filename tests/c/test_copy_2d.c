@@ -224,6 +224,20 @@ static void phase_entries(void)
     CHECK(verify(&out, 0, 0, &e[3], 3));
     tc_case_end();
 
+    /* A plain zcopy after 2-D calls on the same endpoint: the last 7 bytes of
+     * an allocation (a 2-D entry's rows or pitches left behind in the
+     * library's reused issue buffer made its range cross the allocation's
+     * end: seen through the MPI interposer). */
+    tc_case_begin("copy_2d: a zcopy after a 2-D copy (the last bytes of an allocation)");
+    tc_comp_init(&c, 1);
+    cucopy_iov_t iov = {at(&out, 0), 7};
+    st = cucopy_ep_get_zcopy(ep, &iov, 1, tc_buf_addr(&dev0, BUF - 7), &c.comp);
+    wait_on(iface, st, &c, "zcopy after copy_2d");
+    unsigned char tail[7];
+    tc_buf_read(&out, 0, tail, sizeof tail);
+    CHECK(memcmp(tail, tc_pattern(BUF) + 3 + BUF - 7, sizeof tail) == 0);
+    tc_case_end();
+
     tc_case_begin("copy_2d: host-only and empty calls finish at once");
     tc_comp_init(&c, 1);
     CHECK_STATUS(cucopy_ep_copy_2d(ep, e + 3, 1, &c.comp), CUCOPY_OK);
