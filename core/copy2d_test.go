@@ -162,8 +162,8 @@ func TestCopy2DPack(t *testing.T) {
 		packs    bool
 	}{
 		{name: "8 B rows", width: 8, packs: true},
-		{name: "63 B rows", width: 63, packs: true},
-		{name: "64 B rows: plain", width: 64},
+		{name: "31 B rows", width: 31, packs: true},
+		{name: "32 B rows: plain", width: 32},
 		{name: "pageable host: plain", width: 8, pageable: true},
 		{name: "strided host side: plain", width: 8, hostGap: 8},
 		{name: "CUCOPY_2D_PACK_BELOW=0", env: map[string]string{"CUCOPY_2D_PACK_BELOW": "0"}, width: 8},
@@ -183,7 +183,7 @@ func TestCopy2DPack(t *testing.T) {
 					r.drv.Fail("MemAlloc", 2, cudadrv.ErrorOutOfMemory) // H2D's
 				}
 				allocs, frees := r.drv.Calls("MemAlloc"), r.drv.Calls("MemFree")
-				for round, rows := range []uint64{100, 30, 2000} { // the third grows the scratch (63 B rows and wider)
+				for round, rows := range []uint64{100, 30, 2000} { // the third grows the scratch (rows of 33 B and wider)
 					for _, d2h := range []bool{true, false} {
 						fill(r.drv, dev, n, byte(round))
 						fill(r.drv, host, n, byte(round+50))
