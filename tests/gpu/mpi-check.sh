@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# check(), sourced by tests/gpu/mpi-shim.sh, mpi-collv.sh and mpi-icoll.sh:
+# check(), sourced by tests/gpu/mpi-shim.sh, mpi-collv.sh, mpi-icoll.sh and the others:
 # runs one MPI program under mpirun, with or without the shim, and prints
 # PASS/FAIL. The caller sets $build (the build tree), $shim (the preloaded
 # library) and failed=0; check sets failed=1 on a failure. A pass is exit
