@@ -820,6 +820,12 @@ void shim_types_unref(struct shim_layout *L);
 int shim_types_basic(const struct shim_layout *L, MPI_Datatype *basic, MPI_Count *per_element);
 /* Forget the cached layout of @p dt (MPI_Type_free, C and Fortran). */
 void shim_types_forget(MPI_Datatype dt);
+/* Whether the type map of one element of @p dt is one run of its size in
+ * bytes at its true lower bound, in address order: 1 yes (a predefined type),
+ * 0 no (size == true extent does not say it: an hindexed type with
+ * descending displacements and no holes is one block of memory whose bytes
+ * MPI moves in another order), -1 unknown (the type cannot be flattened). */
+int shim_types_in_order(MPI_Datatype dt);
 
 /* One strided run of a flattened type map: @p rows blocks of @p width bytes,
  * the first at @p off from the buffer, @p pitch apart. */

@@ -278,7 +278,10 @@ static int layout_of(MPI_Count count, MPI_Datatype dt, struct recv_layout *l)
         (unsigned long long)count > SIZE_MAX / (unsigned long long)l->size)
         return -1;
     l->cap = (size_t)count * (size_t)l->size;
-    l->dense = l->size == text && (count == 1 || ext == l->size);
+    /* One block in address order: the chunks are its bytes as they lie
+     * (size == true extent alone would take a permuted map for one). */
+    l->dense = l->size == text && (count == 1 || ext == l->size) &&
+               shim_types_in_order(dt) == 1;
     return 0;
 }
 

@@ -348,7 +348,6 @@ void shim_after_init(int provided)
         usleep(200000);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
-    shim_pipe_after_init();
     /* CUDA-awareness: Open MPI's and MPICH's MPIX_Query_cuda_support()
      * (mpi-ext.h), looked up at run time; 0 on Debian's builds. A CUDA-aware
      * MPI handles device buffers itself: auto mode passes everything through,
@@ -372,6 +371,16 @@ void shim_after_init(int provided)
     } else if (aware && mode == MODE_FORCE) {
         status_note = "force (the MPI reports CUDA support)";
     }
+    /* Pipelining stages point-to-point device buffers: where they pass
+     * through to the MPI (behind a CUDA-aware MPI without p2p in
+     * CUCOPY_MPI_STAGE) no rank pipelines a send, and the receive side's
+     * envelope check would read device receive buffers with the CPU. Off
+     * then, on every rank alike (the private communicator is made by all or
+     * none). */
+    if (atomic_load(&shim_state) == SHIM_OFF ||
+        !(atomic_load(&shim_classes) & SHIM_CLASS_P2P))
+        shim_pipe_threshold = 0;
+    shim_pipe_after_init();
     if (stage_setting != NULL && !(aware && mode == MODE_AUTO) && world_rank == 0)
         fprintf(stderr, "cucopy_mpi: CUCOPY_MPI_STAGE=%s changes nothing: %s\n", stage_setting,
                 mode == MODE_OFF     ? "CUCOPY_MPI=off stages nothing"
@@ -602,6 +611,13 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
         return shim_error(comm, MPI_ERR_BUFFER, call,
                           "MPI_BOTTOM with a datatype that reaches device memory "
                           "is not supported");
+    /* One block of memory whose bytes MPI takes in another order (an hindexed
+     * type with descending displacements and no holes): staged packed, in
+     * type-map order, as the other non-contiguous ones. Copied whole, a
+     * partial receive would copy back the wrong bytes, and a pipelined
+     * envelope would not be where the check looks. */
+    if (dense && shim_types_in_order(dt) == 0)
+        dense = 0;
     if (!dense)
         return shim_types_stage(call, buf, count, dt, comm, direction, attr.device, b);
     b->host = shim_pool_get(bytes, &b->cap, &b->pinned);

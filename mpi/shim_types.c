@@ -550,6 +550,21 @@ void shim_types_forget(MPI_Datatype dt)
     layout_unref(L);
 }
 
+int shim_types_in_order(MPI_Datatype dt)
+{
+    if (is_basic(dt))
+        return 1;
+    struct shim_layout *L = layout_get(dt);
+    if (L == NULL || L->refusal[0] != '\0') {
+        layout_unref(L);
+        return -1;
+    }
+    int one = L->nruns == 1 && L->runs[0].rows == 1 && L->runs[0].off == (MPI_Aint)L->tlb &&
+              (MPI_Count)L->runs[0].width == L->size;
+    layout_unref(L);
+    return one;
+}
+
 SHIM_EXPORT int MPI_Type_free(MPI_Datatype *dt)
 {
     if (dt != NULL)

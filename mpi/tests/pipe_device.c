@@ -495,6 +495,70 @@ static void test_deadlock(void)
     drop(&r);
 }
 
+/* ---- a datatype that is one block of memory but not in address order -------------- */
+
+/* The type map of "swap": the second half of the buffer, then the first (an
+ * hindexed type of two blocks, descending): size == true extent, so it is
+ * one contiguous block of memory, but MPI sends its bytes in type-map order,
+ * not address order. The message byte i is at buffer byte (i + half) % big
+ * on either side. */
+static void expect_swapped(struct buf *b, size_t big, int s)
+{
+    size_t half = big / 2;
+    memset(b->want, OLD, b->bytes + 2 * GUARD);
+    for (size_t j = 0; j < big; j++) {
+        size_t i = (j + half) % big;
+        b->want[GUARD + j] = (unsigned char)(s * 37 + i * 11 + (i >> 12) + 3);
+    }
+}
+
+static void test_permuted(void)
+{
+    if (rank > 1)
+        return;
+    size_t big = 4 * T, half = big / 2;
+    MPI_Datatype swap;
+    int bl[2] = {(int)half, (int)half};
+    MPI_Aint disp[2] = {(MPI_Aint)half, 0};
+    MPI_OK(MPI_Type_create_hindexed(2, bl, disp, MPI_BYTE, &swap));
+    MPI_OK(MPI_Type_commit(&swap));
+    char what[160];
+    for (size_t w = 0; w < NWHERE; w++) {
+        for (int swapped_send = 0; swapped_send < 2; swapped_send++) {
+            int base = ++seed * 16;
+            MPI_Datatype st = swapped_send ? swap : MPI_BYTE, rt = swapped_send ? MPI_BYTE : swap;
+            int sc = swapped_send ? 1 : (int)big, rc = swapped_send ? (int)big : 1;
+            if (me == 0) {
+                /* The message's bytes in type-map order: msg_buf's pattern when sent
+                 * as bytes, swapped in the buffer when sent with swap. */
+                struct buf b = mk(where[w][0], big);
+                if (swapped_send)
+                    expect_swapped(&b, big, base);
+                else
+                    expect_msg(&b, big, base);
+                put(&b);
+                MPI_OK(MPI_Send(b.p, sc, st, peer, TAG, pair));
+                drop(&b);
+                continue;
+            }
+            struct buf b = mk(where[w][1], big);
+            MPI_Status sts;
+            MPI_OK(MPI_Recv(b.p, rc, rt, peer, TAG, pair, &sts));
+            snprintf(what, sizeof what, "%s of %zu B (dev %d -> dev %d)",
+                     swapped_send ? "a swapped send into bytes" : "bytes into a swapped receive",
+                     big, where[w][0], where[w][1]);
+            check_status(&sts, big, peer, TAG, what);
+            if (swapped_send)
+                expect_msg(&b, big, base);
+            else
+                expect_swapped(&b, big, base);
+            verify(&b, what);
+            drop(&b);
+        }
+    }
+    MPI_OK(MPI_Type_free(&swap));
+}
+
 /* ---- a host-only rank (rank 2 of 3) receives pipelined messages from rank 0 ----------- */
 
 static void test_host_only(void)
@@ -560,6 +624,7 @@ int main(int argc, char **argv)
     MPI_PROG_RUN(only, large_count);
     MPI_PROG_RUN(only, deadlock);
     MPI_PROG_RUN(only, host_only);
+    MPI_PROG_RUN(only, permuted);
     if (pair != MPI_COMM_NULL)
         MPI_Comm_free(&pair);
     return coll_prog_end();

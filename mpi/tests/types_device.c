@@ -451,6 +451,22 @@ static void test_partial(void)
     MPI_OK(MPI_Type_commit(&packed));
     ring("1 int+double into struct", BLOCKING, packed, 1, zoo[6].dt, 4, 0, 0, tag++);
     MPI_OK(MPI_Type_free(&packed));
+    /* One block of memory in another order (descending, no holes: size ==
+     * true extent): one double of two, which MPI puts at offset 8. */
+    {
+        int sbl[2] = {1, 1};
+        MPI_Aint sdisp[2] = {8, 0};
+        MPI_Datatype swap;
+        MPI_OK(MPI_Type_create_hindexed(2, sbl, sdisp, MPI_DOUBLE, &swap));
+        MPI_OK(MPI_Type_commit(&swap));
+        ring("1 double into a descending hindexed without holes", BLOCKING, MPI_DOUBLE, 1,
+             swap, 1, 0, 1, tag++);
+        ring("3 doubles into descending hindexed without holes", NONBLOCKING, MPI_DOUBLE, 3,
+             swap, 2, 1, 0, tag++);
+        ring("descending hindexed without holes", BLOCKING, swap, 2, MPI_DOUBLE, 4, 0, 1,
+             tag++);
+        MPI_OK(MPI_Type_free(&swap));
+    }
     /* Part of an element: 7 bytes of chars into hindexed_block elements of 3+3. */
     ring("7 chars into hindexed_block", BLOCKING, MPI_CHAR, 7, zoo[5].dt, 2, 0, 1, tag++);
 }
