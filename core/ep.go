@@ -190,16 +190,15 @@ func (e *Ep) zcopy(api string, put bool, iov []IOV, hs []*MemHandle, remote uint
 		if v.Length == 0 {
 			continue
 		}
-		// The whole piece: the buffer is reused, and a 2-D operation's
-		// rows and pitches must not stay behind (Copy2D).
-		p := &b.pieces[np]
-		*p = cudadrv.Piece{Len: v.Length}
-		p.Dst, p.Src = endpoints(put, uint64(v.Buffer), remote+off)
+		dst, src := endpoints(put, uint64(v.Buffer), remote+off)
 		local := int32(0)
 		if hs != nil {
 			local = b.mem.index(hs[n])
 		}
-		p.DstMem, p.SrcMem = endpointMems(put, local, remoteMem)
+		dstMem, srcMem := endpointMems(put, local, remoteMem)
+		// The whole piece: the buffer is reused, and a 2-D operation's
+		// rows and pitches must not stay behind (Copy2D).
+		b.pieces[np] = cudadrv.Piece{Dst: dst, Src: src, Len: v.Length, DstMem: dstMem, SrcMem: srcMem}
 		off += v.Length
 		np++
 	}

@@ -31,7 +31,7 @@
 program f_icoll
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
-                   ft_cases, ft_failed
+                   ft_report
 #if defined(CUCOPY_F08)
   use mpi_f08
 #elif !defined(CUCOPY_MPIFH)
@@ -445,13 +445,7 @@ program f_icoll
       call check(.false., "cuMemFree")
   end do
   call MPI_Finalize(ierr)
-  ! The counts of ftest's ft_check; the line the CTest checks look for.
-  if (ft_failed == 0) then
-    write(*, '(a,i0,a)') trim(who) // " PASS (", ft_cases, " checks)"
-  else
-    write(*, '(a,i0,a,i0,a)') trim(who) // " FAILED (", ft_failed, " of ", ft_cases, " checks)"
-    error stop 1
-  end if
+  call ft_report(who)
 
 contains
 

@@ -27,7 +27,7 @@
 program f_io
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
-                   ft_cases, ft_failed
+                   ft_report
 #if defined(CUCOPY_F08)
   use mpi_f08
 #elif !defined(CUCOPY_MPIFH)
@@ -213,12 +213,7 @@ program f_io
 
   if (ftd_dev_free(0, a0) /= 0 .or. ftd_dev_free(g1, a1) /= 0) call check(.false., "cuMemFree")
   call MPI_Finalize(ierr)
-  if (ft_failed == 0) then
-    write(*, '(a,i0,a)') trim(who) // " PASS (", ft_cases, " checks)"
-  else
-    write(*, '(a,i0,a,i0,a)') trim(who) // " FAILED (", ft_failed, " of ", ft_cases, " checks)"
-    error stop 1
-  end if
+  call ft_report(who)
 
 contains
 

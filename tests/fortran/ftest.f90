@@ -157,6 +157,20 @@ contains
     stop
   end subroutine ft_finish
 
+  !> The closing line of an MPI test program's rank (@p who: "prog: rank R:"),
+  !> the one its CTest checks look for: "<who> PASS (N checks)", or "<who>
+  !> FAILED (F of N checks)" and exit status 1.
+  subroutine ft_report(who)
+    character(len=*), intent(in) :: who
+    if (ft_failed == 0) then
+      write(output_unit, '(a,i0,a)') trim(who) // " PASS (", ft_cases, " checks)"
+    else
+      write(output_unit, '(a,i0,a,i0,a)') trim(who) // " FAILED (", ft_failed, " of ", &
+          ft_cases, " checks)"
+      error stop 1
+    end if
+  end subroutine ft_report
+
   !> Fill bytes with a pattern depending on seed.
   subroutine ft_fill(bytes, seed)
     integer(c_int8_t), intent(out) :: bytes(:)
