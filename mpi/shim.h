@@ -24,6 +24,8 @@
  *                    the envelope, the chunk streams, the receive-side check
  *   shim_types.c     non-contiguous datatypes: flattening, the layout cache,
  *                    MPI_Type_free, packing and unpacking on the device
+ *   shim_held.c      probes with pipelining on: messages probed are held,
+ *                    and every receive consults them first
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
@@ -794,6 +796,40 @@ struct shim_batch;
 void shim_pipe_early(struct shim_batch *bt);
 /* Append the pipelining part of the stats line. */
 int shim_pipe_stats(char *out, size_t len);
+/* 1 with *total the message's bytes when @p data (@p bytes) is an envelope. */
+int shim_pipe_envelope_total(const void *data, size_t bytes, uint64_t *total);
+
+/* ---- probed messages, held (shim_held.c, docs/mpi.md) --------------------- */
+
+/* Held messages and handed-out message handles: receives consult them first. */
+extern _Atomic int shim_held_count;
+
+static inline int shim_held_any(void)
+{
+    return SHIM_UNLIKELY(atomic_load_explicit(&shim_held_count, memory_order_acquire) != 0);
+}
+
+/* From shim_pipe_after_init / shim_pipe_before_finalize (pipelining on). */
+void shim_held_after_init(int tag_ub, int world_rank);
+void shim_held_before_finalize(void);
+
+struct held;
+/* The first held message (comm, source, tag) matches, taken; NULL if none. */
+struct held *shim_held_take(MPI_Comm comm, int source, int tag);
+/* Receive held message @p h (taken) into (buf, count, dt) and free it: the
+ * status is the message's (source, tag) with the count received; blocking
+ * (shim_held_recv) or a request complete at once (shim_held_irecv). Errors
+ * are raised on @p comm. */
+int shim_held_recv(const char *call, struct held *h, void *buf, MPI_Count count,
+                   MPI_Datatype dt, MPI_Comm comm, MPI_Status *status);
+int shim_held_irecv(const char *call, struct held *h, void *buf, MPI_Count count,
+                    MPI_Datatype dt, MPI_Comm comm, MPI_Request *req);
+/* PMPI_Mrecv / PMPI_Imrecv that know the message handles MPI_Mprobe handed
+ * out for held messages. */
+int shim_held_mrecv(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *msg,
+                    MPI_Status *status);
+int shim_held_imrecv(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *msg,
+                     MPI_Request *req);
 
 /* cucopy for the pipeline (shim_state.c): an asynchronous copy with a
  * completion (cucopy_ep_put_zcopy), progress, and an error raised with

@@ -150,6 +150,83 @@ SHIM_EXPORT int MPI_Finalize(void)
     ISEND_WRAPPER(Irsend, SFX, COUNT_T, SHIM_PIPE_NONE)    \
     ISEND_WRAPPER(Ibsend, SFX, COUNT_T, SHIM_PIPE_NONE)
 
+/* ---- receives that take a held message first ------------------------------------ */
+
+/* With pipelining on, a probe may have received a message and held it
+ * (shim_held.c): every receive takes the first held one it matches before
+ * asking MPI. These stand for the PMPI calls of the wrappers below. A
+ * Sendrecv whose receive is served so sends as MPI_Sendrecv would (posted
+ * first, waited for after); Sendrecv_replace sends its buffer before
+ * receiving into it. */
+#define HELD_FNS(SFX, COUNT_T)                                                                  \
+    static int held_Recv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int source, int tag,  \
+                              MPI_Comm comm, MPI_Status *s)                                    \
+    {                                                                                          \
+        struct held *h = shim_held_any() ? shim_held_take(comm, source, tag) : NULL;          \
+        if (h != NULL)                                                                         \
+            return shim_held_recv("MPI_Recv" #SFX, h, buf, count, dt, comm, s);                \
+        return PMPI_Recv##SFX(buf, count, dt, source, tag, comm, s);                           \
+    }                                                                                          \
+                                                                                               \
+    static int held_Irecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int source, int tag, \
+                               MPI_Comm comm, MPI_Request *req)                                \
+    {                                                                                          \
+        struct held *h = shim_held_any() ? shim_held_take(comm, source, tag) : NULL;          \
+        if (h != NULL)                                                                         \
+            return shim_held_irecv("MPI_Irecv" #SFX, h, buf, count, dt, comm, req);            \
+        return PMPI_Irecv##SFX(buf, count, dt, source, tag, comm, req);                        \
+    }                                                                                          \
+                                                                                               \
+    static int held_Mrecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, MPI_Message *m,     \
+                               MPI_Status *s)                                                  \
+    {                                                                                          \
+        return shim_held_any() ? shim_held_mrecv(buf, count, dt, m, s)                        \
+                               : PMPI_Mrecv##SFX(buf, count, dt, m, s);                        \
+    }                                                                                          \
+                                                                                               \
+    static int held_Imrecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, MPI_Message *m,    \
+                                MPI_Request *req)                                              \
+    {                                                                                          \
+        return shim_held_any() ? shim_held_imrecv(buf, count, dt, m, req)                     \
+                               : PMPI_Imrecv##SFX(buf, count, dt, m, req);                     \
+    }                                                                                          \
+                                                                                               \
+    static int held_Sendrecv##SFX(const void *sendbuf, COUNT_T sendcount,                      \
+                                  MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, \
+                                  COUNT_T recvcount, MPI_Datatype recvtype, int source,        \
+                                  int recvtag, MPI_Comm comm, MPI_Status *s)                   \
+    {                                                                                          \
+        struct held *h = shim_held_any() ? shim_held_take(comm, source, recvtag) : NULL;      \
+        if (h == NULL)                                                                         \
+            return PMPI_Sendrecv##SFX(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,    \
+                                      recvcount, recvtype, source, recvtag, comm, s);          \
+        MPI_Request sreq = MPI_REQUEST_NULL;                                                   \
+        int rc = PMPI_Isend##SFX(sendbuf, sendcount, sendtype, dest, sendtag, comm, &sreq);    \
+        int rrc = shim_held_recv("MPI_Sendrecv" #SFX, h, recvbuf, recvcount, recvtype, comm,   \
+                                 s);                                                           \
+        if (rc == MPI_SUCCESS)                                                                 \
+            rc = PMPI_Wait(&sreq, MPI_STATUS_IGNORE);                                          \
+        return rc != MPI_SUCCESS ? rc : rrc;                                                   \
+    }                                                                                          \
+                                                                                               \
+    static int held_Sendrecv_replace##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int dest, \
+                                          int sendtag, int source, int recvtag, MPI_Comm comm, \
+                                          MPI_Status *s)                                       \
+    {                                                                                          \
+        struct held *h = shim_held_any() ? shim_held_take(comm, source, recvtag) : NULL;      \
+        if (h == NULL)                                                                         \
+            return PMPI_Sendrecv_replace##SFX(buf, count, dt, dest, sendtag, source, recvtag,  \
+                                              comm, s);                                        \
+        int rc = PMPI_Send##SFX(buf, count, dt, dest, sendtag, comm);                          \
+        int rrc = shim_held_recv("MPI_Sendrecv_replace" #SFX, h, buf, count, dt, comm, s);     \
+        return rc != MPI_SUCCESS ? rc : rrc;                                                   \
+    }
+
+HELD_FNS(, int)
+#if SHIM_LARGE_COUNT
+HELD_FNS(_c, MPI_Count)
+#endif
+
 /* ---- receives ------------------------------------------------------------------- */
 
 /* After a blocking receive into staging memory: the bytes MPI wrote go to the
@@ -174,18 +251,18 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                   int tag, MPI_Comm comm, MPI_Status *status)              \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
-            HOST_RECV("MPI_Recv" #SFX, PMPI_Recv##SFX, (buf, count, dt, source, tag, comm),  \
+            HOST_RECV("MPI_Recv" #SFX, held_Recv##SFX, (buf, count, dt, source, tag, comm),  \
                       buf, count, dt, comm, status);                                        \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Recv" #SFX, buf, count, dt, comm, SHIM_FROM_MPI, &b);      \
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            HOST_RECV("MPI_Recv" #SFX, PMPI_Recv##SFX, (buf, count, dt, source, tag, comm),  \
+            HOST_RECV("MPI_Recv" #SFX, held_Recv##SFX, (buf, count, dt, source, tag, comm),  \
                       buf, count, dt, comm, status);                                        \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
-        rc = PMPI_Recv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,   \
+        rc = held_Recv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,   \
                             comm, s);                                                       \
         return shim_finish_recv("MPI_Recv" #SFX, rc, &b, s, comm);                          \
     }                                                                                       \
@@ -194,16 +271,16 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                    int tag, MPI_Comm comm, MPI_Request *req)               \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
-            HOST_IRECV("MPI_Irecv" #SFX, PMPI_Irecv##SFX, (buf, count, dt, source, tag, comm), \
+            HOST_IRECV("MPI_Irecv" #SFX, held_Irecv##SFX, (buf, count, dt, source, tag, comm), \
                        buf, count, dt, comm, req);                                          \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Irecv" #SFX, buf, count, dt, comm, SHIM_FROM_MPI, &b);     \
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            HOST_IRECV("MPI_Irecv" #SFX, PMPI_Irecv##SFX, (buf, count, dt, source, tag, comm), \
+            HOST_IRECV("MPI_Irecv" #SFX, held_Irecv##SFX, (buf, count, dt, source, tag, comm), \
                        buf, count, dt, comm, req);                                          \
-        rc = PMPI_Irecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,  \
+        rc = held_Irecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), source, tag,  \
                              comm, req);                                                    \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
@@ -218,7 +295,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                    MPI_Message *message, MPI_Status *status)               \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
-            HOST_RECV("MPI_Mrecv" #SFX, PMPI_Mrecv##SFX, (buf, count, dt, message), buf,     \
+            HOST_RECV("MPI_Mrecv" #SFX, held_Mrecv##SFX, (buf, count, dt, message), buf,     \
                       count, dt, MPI_COMM_WORLD, status);                                   \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Mrecv" #SFX, buf, count, dt, MPI_COMM_WORLD, SHIM_FROM_MPI, \
@@ -226,11 +303,11 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            HOST_RECV("MPI_Mrecv" #SFX, PMPI_Mrecv##SFX, (buf, count, dt, message), buf,     \
+            HOST_RECV("MPI_Mrecv" #SFX, held_Mrecv##SFX, (buf, count, dt, message), buf,     \
                       count, dt, MPI_COMM_WORLD, status);                                   \
         MPI_Status local;                                                                   \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                      \
-        rc = PMPI_Mrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,      \
+        rc = held_Mrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,      \
                              s);                                                            \
         return shim_finish_recv("MPI_Mrecv" #SFX, rc, &b, s, MPI_COMM_WORLD);               \
     }                                                                                       \
@@ -239,7 +316,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                     MPI_Message *message, MPI_Request *req)                \
     {                                                                                       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
-            HOST_IRECV("MPI_Imrecv" #SFX, PMPI_Imrecv##SFX, (buf, count, dt, message), buf,  \
+            HOST_IRECV("MPI_Imrecv" #SFX, held_Imrecv##SFX, (buf, count, dt, message), buf,  \
                        count, dt, MPI_COMM_WORLD, req);                                     \
         struct shim_buf b;                                                                  \
         int rc = shim_stage("MPI_Imrecv" #SFX, buf, count, dt, MPI_COMM_WORLD,              \
@@ -247,9 +324,9 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         if (rc != MPI_SUCCESS)                                                              \
             return rc;                                                                      \
         if (!b.staged)                                                                      \
-            HOST_IRECV("MPI_Imrecv" #SFX, PMPI_Imrecv##SFX, (buf, count, dt, message), buf,  \
+            HOST_IRECV("MPI_Imrecv" #SFX, held_Imrecv##SFX, (buf, count, dt, message), buf,  \
                        count, dt, MPI_COMM_WORLD, req);                                     \
-        rc = PMPI_Imrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,     \
+        rc = held_Imrecv##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), message,     \
                               req);                                                         \
         if (rc != MPI_SUCCESS) {                                                            \
             shim_release(&b);                                                               \
@@ -268,7 +345,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                       MPI_Status *status)                                     \
     {                                                                                         \
         if (SHIM_LIKELY(!shim_p2p_active()))                                                  \
-            HOST_RECV("MPI_Sendrecv" #SFX, PMPI_Sendrecv##SFX,                                \
+            HOST_RECV("MPI_Sendrecv" #SFX, held_Sendrecv##SFX,                                \
                       (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,        \
                        recvtype, source, recvtag, comm),                                       \
                       recvbuf, recvcount, recvtype, comm, status);                            \
@@ -287,13 +364,13 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
             return rc;                                                                        \
         }                                                                                     \
         if (!sb.staged && !rb.staged)                                                         \
-            HOST_RECV("MPI_Sendrecv" #SFX, PMPI_Sendrecv##SFX,                                \
+            HOST_RECV("MPI_Sendrecv" #SFX, held_Sendrecv##SFX,                                \
                       (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,        \
                        recvtype, source, recvtag, comm),                                       \
                       recvbuf, recvcount, recvtype, comm, status);                            \
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
-        rc = PMPI_Sendrecv##SFX(sb.staged ? shim_host_arg(&sb) : sendbuf, sendcount,          \
+        rc = held_Sendrecv##SFX(sb.staged ? shim_host_arg(&sb) : sendbuf, sendcount,          \
                                 shim_type_arg(&sb, sendtype), dest, sendtag,                  \
                                 rb.staged ? shim_host_arg(&rb) : recvbuf, recvcount,          \
                                 shim_type_arg(&rb, recvtype), source, recvtag, comm, s);      \
@@ -311,7 +388,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     {                                                                                         \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 ||                                  \
             (dest == MPI_PROC_NULL && source == MPI_PROC_NULL))                               \
-            HOST_RECV("MPI_Sendrecv_replace" #SFX, PMPI_Sendrecv_replace##SFX,                \
+            HOST_RECV("MPI_Sendrecv_replace" #SFX, held_Sendrecv_replace##SFX,                \
                       (buf, count, dt, dest, sendtag, source, recvtag, comm), buf, count, dt, \
                       comm, status);                                                          \
         int direction = (dest != MPI_PROC_NULL ? SHIM_TO_MPI : 0) |                           \
@@ -322,12 +399,12 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
         if (rc != MPI_SUCCESS)                                                                \
             return rc;                                                                        \
         if (!b.staged)                                                                        \
-            HOST_RECV("MPI_Sendrecv_replace" #SFX, PMPI_Sendrecv_replace##SFX,                \
+            HOST_RECV("MPI_Sendrecv_replace" #SFX, held_Sendrecv_replace##SFX,                \
                       (buf, count, dt, dest, sendtag, source, recvtag, comm), buf, count, dt, \
                       comm, status);                                                          \
         MPI_Status local;                                                                     \
         MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;                        \
-        rc = PMPI_Sendrecv_replace##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt),      \
+        rc = held_Sendrecv_replace##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt),      \
                                         dest, sendtag, source, recvtag, comm, s);             \
         if (source == MPI_PROC_NULL) {                                                        \
             shim_release(&b);                                                                 \

@@ -111,6 +111,7 @@ void shim_pipe_after_init(void)
                         "communicator of pipelined messages\n");
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
+    shim_held_after_init(pipe_tag_ub, pipe_world_rank);
 }
 
 /* ---- the copies ----------------------------------------------------------------- */
@@ -216,6 +217,7 @@ void shim_pipe_before_finalize(void)
     if (shim_pipe_threshold == 0)
         return;
     reap(1);
+    shim_held_before_finalize();
     if (pipe_comm != MPI_COMM_NULL)
         PMPI_Comm_free(&pipe_comm);
     if (world_group != MPI_GROUP_NULL)
@@ -402,6 +404,18 @@ int shim_pipe_is_envelope(int rc, const MPI_Status *s, const void *first)
     uint64_t m[2];
     memcpy(m, first, sizeof m);
     return m[0] == pipe_magic[0] && m[1] == pipe_magic[1];
+}
+
+int shim_pipe_envelope_total(const void *data, size_t bytes, uint64_t *total)
+{
+    struct pipe_env env;
+    if (bytes != SHIM_PIPE_ENV_BYTES)
+        return 0;
+    memcpy(&env, data, sizeof env);
+    if (env.magic[0] != pipe_magic[0] || env.magic[1] != pipe_magic[1])
+        return 0;
+    *total = env.total;
+    return 1;
 }
 
 /* One chunk receive of the window. */

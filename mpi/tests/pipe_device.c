@@ -10,7 +10,8 @@
  * side, every blocking and nonblocking send and receive that pipelining
  * touches, every completion call, ANY_SOURCE/ANY_TAG, MPI_Get_count with
  * two datatypes, truncation (and the next message after it), Sendrecv and
- * Sendrecv_replace, Mprobe/Mrecv, a persistent receive, and the deadlock
+ * Sendrecv_replace, Mprobe/Mrecv, a persistent receive, probes (the real
+ * size, the order of the messages they held), and the deadlock
  * patterns (Isend then a blocking Recv on both ranks; Irecv, Send, Wait).
  * With -n 3, rank 2 never loads the driver (a host-only rank) and receives
  * pipelined messages from rank 0. Every byte is checked, guards included.
@@ -350,11 +351,11 @@ static void test_combined(void)
     check_status(&st, big, peer, TAG + 2, "Sendrecv");
     expect_msg(&h, big, base + 2);
     verify(&h, "Sendrecv (host)");
-    /* Mprobe + Mrecv into device 0 (the probe's count is the envelope's: not
-     * checked, docs/mpi.md). */
+    /* Mprobe + Mrecv into device 0; the probe counts the message's bytes. */
     struct buf m = mk(0, big);
     MPI_Message msg;
     MPI_OK(MPI_Mprobe(peer, TAG + 3, pair, &msg, &st));
+    check_status(&st, big, peer, TAG + 3, "Mprobe");
     MPI_OK(MPI_Mrecv(m.p, (int)big, MPI_BYTE, &msg, &st));
     check_status(&st, big, peer, TAG + 3, "Mrecv");
     expect_msg(&m, big, base + 3);
@@ -422,6 +423,113 @@ static void test_combined(void)
     drop(&r);
     drop(&h);
     drop(&m);
+}
+
+/* ---- probes: the message's real size, and the order of what they held ----------------- */
+
+/* Rank 0 sends, on one communicator: a small message, a pipelined one, a
+ * 40-byte message that is not an envelope (both on one tag), then pipelined
+ * ones for each kind of probe. Rank 1 probes each with a specific tag
+ * first, so that the small one before it must stay first for an ANY_TAG
+ * receive, then receives it into device memory, the host, with Recv,
+ * Irecv, Mrecv, Imrecv and Sendrecv; every probe's count is the message's. */
+static void test_probes(void)
+{
+    if (rank > 1)
+        return;
+    size_t big = 10 * T + 7;
+    int base = ++seed * 16;
+    const size_t n[] = {100, big, 40, big, big, big, big};
+    const int tags[] = {TAG + 20, TAG + 21, TAG + 21, TAG + 22, TAG + 23, TAG + 24, TAG + 25};
+    const int nmsg = (int)(sizeof n / sizeof n[0]);
+    MPI_Status st;
+    if (me == 0) {
+        for (int i = 0; i < nmsg; i++) {
+            struct buf b = msg_buf(i % 2, n[i], n[i], base + i);
+            MPI_OK(MPI_Send(b.p, (int)n[i], MPI_BYTE, peer, tags[i], pair));
+            drop(&b);
+        }
+        char ack = 0;
+        MPI_OK(MPI_Recv(&ack, 1, MPI_CHAR, peer, TAG, pair, MPI_STATUS_IGNORE));
+        return;
+    }
+    char what[160];
+    int flag = 0;
+    /* Probe the pipelined one by its tag: the small one before it is held. */
+    MPI_OK(MPI_Probe(peer, tags[1], pair, &st));
+    check_status(&st, big, peer, tags[1], "Probe of a pipelined message");
+    flag = 0;
+    MPI_OK(MPI_Iprobe(MPI_ANY_SOURCE, tags[1], pair, &flag, &st));
+    CHECK(flag, "Iprobe after Probe: flag 0");
+    check_status(&st, big, peer, tags[1], "Iprobe of the same message");
+    /* ANY_TAG: the small message, sent first, comes first. */
+    struct buf s0 = mk(HOST, 200);
+    MPI_OK(MPI_Recv(s0.p, 200, MPI_BYTE, peer, MPI_ANY_TAG, pair, &st));
+    check_status(&st, 100, peer, tags[0], "Recv(ANY_TAG) of the message before the probed one");
+    expect_msg(&s0, 100, base + 0);
+    verify(&s0, "Recv(ANY_TAG) of the message before the probed one");
+    /* The probed one, into device 0. */
+    struct buf b1 = mk(0, big);
+    MPI_OK(MPI_Recv(b1.p, (int)big, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, pair, &st));
+    check_status(&st, big, peer, tags[1], "Recv of the probed pipelined message");
+    expect_msg(&b1, big, base + 1);
+    verify(&b1, "Recv of the probed pipelined message (dev 0)");
+    /* A 40-byte message that is not an envelope: probed, held, received. */
+    MPI_OK(MPI_Probe(peer, MPI_ANY_TAG, pair, &st));
+    check_status(&st, 40, peer, tags[2], "Probe of a 40-byte message");
+    struct buf b2 = mk(1, 64);
+    MPI_OK(MPI_Recv(b2.p, 64, MPI_BYTE, peer, tags[2], pair, &st));
+    check_status(&st, 40, peer, tags[2], "Recv of a probed 40-byte message");
+    expect_msg(&b2, 40, base + 2);
+    verify(&b2, "Recv of a probed 40-byte message (dev 1)");
+    /* Iprobe until it comes, then Irecv into device 1. */
+    for (flag = 0; !flag;)
+        MPI_OK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, pair, &flag, &st));
+    check_status(&st, big, peer, tags[3], "Iprobe(ANY_SOURCE, ANY_TAG) of a pipelined message");
+    struct buf b3 = mk(1, big + 10);
+    MPI_Request req;
+    MPI_OK(MPI_Irecv(b3.p, (int)big + 10, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, pair, &req));
+    MPI_OK(MPI_Wait(&req, &st));
+    check_status(&st, big, peer, tags[3], "Irecv + Wait of a probed pipelined message");
+    expect_msg(&b3, big, base + 3);
+    verify(&b3, "Irecv of a probed pipelined message (dev 1)");
+    /* Improbe until it comes, Imrecv into the host. */
+    MPI_Message msg;
+    for (flag = 0; !flag;)
+        MPI_OK(MPI_Improbe(peer, tags[4], pair, &flag, &msg, &st));
+    check_status(&st, big, peer, tags[4], "Improbe of a pipelined message");
+    struct buf b4 = mk(HOST, big);
+    MPI_OK(MPI_Imrecv(b4.p, (int)big, MPI_BYTE, &msg, &req));
+    MPI_OK(MPI_Wait(&req, &st));
+    check_status(&st, big, peer, tags[4], "Imrecv + Wait of a probed pipelined message");
+    expect_msg(&b4, big, base + 4);
+    verify(&b4, "Imrecv of a probed pipelined message (host)");
+    /* Mprobe, Mrecv into device 0. */
+    MPI_OK(MPI_Mprobe(peer, MPI_ANY_TAG, pair, &msg, &st));
+    check_status(&st, big, peer, tags[5], "Mprobe of a pipelined message");
+    struct buf b5 = mk(0, big);
+    MPI_OK(MPI_Mrecv(b5.p, (int)big, MPI_BYTE, &msg, &st));
+    check_status(&st, big, peer, tags[5], "Mrecv of a probed pipelined message");
+    expect_msg(&b5, big, base + 5);
+    verify(&b5, "Mrecv of a probed pipelined message (dev 0)");
+    /* Probe, then Sendrecv receiving it into device 1. */
+    MPI_OK(MPI_Probe(peer, tags[6], pair, &st));
+    check_status(&st, big, peer, tags[6], "Probe before Sendrecv");
+    struct buf b6 = mk(1, big);
+    MPI_OK(MPI_Sendrecv(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, b6.p, (int)big, MPI_BYTE, peer,
+                        tags[6], pair, &st));
+    snprintf(what, sizeof what, "Sendrecv of a probed pipelined message");
+    check_status(&st, big, peer, tags[6], what);
+    expect_msg(&b6, big, base + 6);
+    verify(&b6, "Sendrecv of a probed pipelined message (dev 1)");
+    flag = 1;
+    MPI_OK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, pair, &flag, &st));
+    CHECK(!flag, "a message left after the probes' test (tag %d)", st.MPI_TAG);
+    char ack = 1;
+    MPI_OK(MPI_Send(&ack, 1, MPI_CHAR, peer, TAG, pair));
+    struct buf *all[] = {&s0, &b1, &b2, &b3, &b4, &b5, &b6};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
 }
 
 /* ---- the large-count forms (an MPI-4 library) ------------------------------------------ */
@@ -621,6 +729,7 @@ int main(int argc, char **argv)
     MPI_PROG_RUN(only, nonblocking);
     MPI_PROG_RUN(only, truncate);
     MPI_PROG_RUN(only, combined);
+    MPI_PROG_RUN(only, probes);
     MPI_PROG_RUN(only, large_count);
     MPI_PROG_RUN(only, deadlock);
     MPI_PROG_RUN(only, host_only);
