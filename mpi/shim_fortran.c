@@ -304,6 +304,57 @@ static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, 
     set_ierr(ierr, f_rec_add(req, 0, persistent, c, call, &b));
 }
 
+/* ---- held messages: the C wrappers receive (shim_held.c) ---------------------------- */
+
+/* With pipelining on, the shim's C probes may hold messages; the MPI's
+ * Fortran receives would not see them, so while any is held the Fortran
+ * receive entries below call the shim's C wrappers instead (which stage,
+ * and take a held message first). */
+static void f_c_status(int rc, const MPI_Status *cs, fint *status, fint *ierr)
+{
+    if (!status_ignored(status))
+        PMPI_Status_c2f(cs, status);
+    set_ierr(ierr, rc);
+}
+
+static void f_held_recv(void *buf, fint *count, fint *dt, fint *source, fint *tag, fint *comm,
+                        fint *status, fint *ierr)
+{
+    MPI_Status cs;
+    int rc = MPI_Recv((void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), *source, *tag,
+                      PMPI_Comm_f2c(*comm), &cs);
+    f_c_status(rc, &cs, status, ierr);
+}
+
+static void f_held_irecv(void *buf, fint *count, fint *dt, fint *source, fint *tag,
+                         fint *comm, fint *req, fint *ierr)
+{
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc = MPI_Irecv((void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), *source, *tag,
+                       PMPI_Comm_f2c(*comm), &creq);
+    if (rc == MPI_SUCCESS)
+        *req = PMPI_Request_c2f(creq);
+    set_ierr(ierr, rc);
+}
+
+static void f_held_mrecv(void *buf, fint *count, fint *dt, fint *message, fint *status,
+                         fint *req, fint *ierr)
+{
+    MPI_Message cm = PMPI_Message_f2c(*message);
+    MPI_Status cs;
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc = req == NULL ? MPI_Mrecv((void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), &cm, &cs)
+                         : MPI_Imrecv((void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), &cm, &creq);
+    *message = PMPI_Message_c2f(cm);
+    if (req != NULL) {
+        if (rc == MPI_SUCCESS)
+            *req = PMPI_Request_c2f(creq);
+        set_ierr(ierr, rc);
+        return;
+    }
+    f_c_status(rc, &cs, status, ierr);
+}
+
 /* ---- receives -------------------------------------------------------------------- */
 
 typedef void (*f_recv_fn)(void *, fint *, fint *, fint *, fint *, fint *, fint *, fint *);
@@ -359,6 +410,10 @@ static int f_pipe_watch(fint e, fint *freq, const char *call, void *buf, const f
 static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source, fint *tag,
                    fint *comm, fint *status, fint *ierr)
 {
+    if (shim_held_any()) {
+        f_held_recv(buf, count, dt, source, tag, comm, status, ierr);
+        return;
+    }
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *source == MPI_PROC_NULL) {
         F_HOST_RECV("MPI_Recv", fn(buf, count, dt, source, tag, comm, S_, E_), buf, count, dt,
                     PMPI_Comm_f2c(*comm), status, ierr);
@@ -388,6 +443,10 @@ static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source,
 static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
                     fint *dt, fint *source, fint *tag, fint *comm, fint *req, fint *ierr)
 {
+    if (!persistent && shim_held_any()) {
+        f_held_irecv(buf, count, dt, source, tag, comm, req, ierr);
+        return;
+    }
     fint e = 0;
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *source == MPI_PROC_NULL) {
         if (SHIM_LIKELY(!shim_pipe_on()) || *count == 0 || *source == MPI_PROC_NULL) {
@@ -424,6 +483,10 @@ static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, 
 static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message,
                     fint *status, fint *ierr)
 {
+    if (shim_held_any()) {
+        f_held_mrecv(buf, count, dt, message, status, NULL, ierr);
+        return;
+    }
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
         F_HOST_RECV("MPI_Mrecv", fn(buf, count, dt, message, S_, E_), buf, count, dt,
@@ -452,6 +515,10 @@ static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *messa
 static void f_imrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message, fint *req,
                      fint *ierr)
 {
+    if (shim_held_any()) {
+        f_held_mrecv(buf, count, dt, message, NULL, req, ierr);
+        return;
+    }
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         PMPI_Message_f2c(*message) == MPI_MESSAGE_NO_PROC) {
         fint e = 0;
@@ -495,6 +562,15 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
                        fint *stag, void *rbuf, fint *rcount, fint *rtype, fint *source,
                        fint *rtag, fint *comm, fint *status, fint *ierr)
 {
+    if (shim_held_any()) {
+        MPI_Status cs;
+        int rc = MPI_Sendrecv(c_buf(sbuf), *scount, PMPI_Type_f2c(*stype), *dest, *stag,
+                              (void *)c_buf(rbuf), *rcount, PMPI_Type_f2c(*rtype), *source,
+                              *rtag,
+                              PMPI_Comm_f2c(*comm), &cs);
+        f_c_status(rc, &cs, status, ierr);
+        return;
+    }
     if (SHIM_LIKELY(!shim_p2p_active())) {
         F_HOST_RECV("MPI_Sendrecv",
                     fn(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
@@ -547,6 +623,13 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
                                fint *dest, fint *stag, fint *source, fint *rtag, fint *comm,
                                fint *status, fint *ierr)
 {
+    if (shim_held_any()) {
+        MPI_Status cs;
+        int rc = MPI_Sendrecv_replace((void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), *dest, *stag,
+                                      *source, *rtag, PMPI_Comm_f2c(*comm), &cs);
+        f_c_status(rc, &cs, status, ierr);
+        return;
+    }
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 ||
         (*dest == MPI_PROC_NULL && *source == MPI_PROC_NULL)) {
         F_HOST_RECV("MPI_Sendrecv_replace",
@@ -582,6 +665,68 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
 }
 
 #endif
+
+/* ---- probes (pipelining on: the shim's C probes, shim_held.c) ------------------------ */
+
+typedef void (*f_probe_fn)(fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_iprobe_fn)(fint *, fint *, fint *, fint *, fint *, fint *);
+typedef void (*f_improbe_fn)(fint *, fint *, fint *, fint *, fint *, fint *, fint *);
+
+/* A LOGICAL as the MPI's Fortran writes it: its own MPI_Initialized answers
+ * .TRUE. while the program runs, its MPI_Finalized .FALSE. */
+static fint f_logical(int v)
+{
+    static void *_Atomic next_true, *_Atomic next_false;
+    static _Atomic fint value[2];
+    static _Atomic int known;
+    if (!atomic_load_explicit(&known, memory_order_acquire)) {
+        fint t = 1, f = 0, e = 0;
+        void (*ini)(fint *, fint *) = (void (*)(fint *, fint *))fort_next(&next_true,
+                                                                          "pmpi_initialized_");
+        void (*fin)(fint *, fint *) = (void (*)(fint *, fint *))fort_next(&next_false,
+                                                                          "pmpi_finalized_");
+        ini(&t, &e);
+        fin(&f, &e);
+        atomic_store(&value[1], t);
+        atomic_store(&value[0], f);
+        atomic_store_explicit(&known, 1, memory_order_release);
+    }
+    return atomic_load(&value[v != 0]);
+}
+
+/* Probe (@p flag NULL) and Iprobe; Mprobe (@p message) and Improbe. */
+static void f_probe(void *next, fint *source, fint *tag, fint *comm, fint *flag, fint *message,
+                    fint *status, fint *ierr)
+{
+    if (SHIM_LIKELY(!shim_pipe_on())) {
+        if (message == NULL && flag == NULL)
+            ((f_probe_fn)next)(source, tag, comm, status, ierr);
+        else if (message == NULL)
+            ((f_iprobe_fn)next)(source, tag, comm, flag, status, ierr);
+        else if (flag == NULL)
+            ((f_iprobe_fn)next)(source, tag, comm, message, status, ierr);
+        else
+            ((f_improbe_fn)next)(source, tag, comm, flag, message, status, ierr);
+        return;
+    }
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    MPI_Status cs;
+    MPI_Message cm = MPI_MESSAGE_NULL;
+    int cflag = 1, rc;
+    if (message == NULL)
+        rc = flag == NULL ? MPI_Probe(*source, *tag, c, &cs)
+                          : MPI_Iprobe(*source, *tag, c, &cflag, &cs);
+    else
+        rc = flag == NULL ? MPI_Mprobe(*source, *tag, c, &cm, &cs)
+                          : MPI_Improbe(*source, *tag, c, &cflag, &cm, &cs);
+    if (flag != NULL)
+        *flag = f_logical(rc == MPI_SUCCESS && cflag);
+    if (message != NULL && rc == MPI_SUCCESS && cflag)
+        *message = PMPI_Message_c2f(cm);
+    if (rc == MPI_SUCCESS && cflag && !status_ignored(status))
+        PMPI_Status_c2f(&cs, status);
+    set_ierr(ierr, rc);
+}
 
 /* ---- completion: one request --------------------------------------------------------- */
 
@@ -1154,6 +1299,20 @@ P2P_ENTRY(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE,
        fint *comm, fint *status, fint *ierr),
       f_sendrecv_replace((f_sendrecv_replace_fn)NEXT, buf, count, dt, dest, stag, source,
                          rtag, comm, status, ierr))
+/* Probes: Open MPI's bindings and MPICH 4.0's mpi_f08 call PMPI_Probe & co.
+ * (objdump: mpi_probe_f08_ calls PMPI_Probe). */
+COMPLETION_ENTRY(mpi_probe, MPI_PROBE, (fint *source, fint *tag, fint *comm, fint *status, fint *ierr),
+      f_probe(NEXT, source, tag, comm, NULL, NULL, status, ierr))
+COMPLETION_ENTRY(mpi_iprobe, MPI_IPROBE,
+      (fint *source, fint *tag, fint *comm, fint *flag, fint *status, fint *ierr),
+      f_probe(NEXT, source, tag, comm, flag, NULL, status, ierr))
+COMPLETION_ENTRY(mpi_mprobe, MPI_MPROBE,
+      (fint *source, fint *tag, fint *comm, fint *message, fint *status, fint *ierr),
+      f_probe(NEXT, source, tag, comm, NULL, message, status, ierr))
+COMPLETION_ENTRY(mpi_improbe, MPI_IMPROBE,
+      (fint *source, fint *tag, fint *comm, fint *flag, fint *message, fint *status,
+       fint *ierr),
+      f_probe(NEXT, source, tag, comm, flag, message, status, ierr))
 /* MPI_Type_free: Open MPI's Fortran bindings and MPICH 4.0's mpi_f08 call
  * PMPI_Type_free, past the C wrapper (nm -D: libmpichfort.so.12's
  * mpi_type_free_f08_ imports PMPI_Type_free). */

@@ -314,18 +314,37 @@ program f_p2p
   call MPI_Request_free(rs, ierr)
   call MPI_Request_free(rr, ierr)
 
-  ! 9. Matched receives: Mprobe + Mrecv, Mprobe + Imrecv + Wait.
+  ! 9. Probes, then matched receives: Mprobe + Mrecv, Mprobe + Imrecv + Wait.
+  !    Each probe counts the message's elements (also a pipelined one's).
   call fill(g1, a1, rank + 90, N)
   call MPI_Isend(d1, N, MPI_INTEGER, to, 90, MPI_COMM_WORLD, rs, ierr)
+  call MPI_Probe(from, 90, MPI_COMM_WORLD, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N, "Probe: count")
+  flag = .false.
+  call MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, flag, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(flag .and. cnt == N, "Iprobe: flag and count")
   call MPI_Mprobe(from, 90, MPI_COMM_WORLD, msg, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N, "Mprobe: count")
   call MPI_Mrecv(d0, N, MPI_INTEGER, msg, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N .and. SOURCE_OF(st) == from .and. TAG_OF(st) == 90, "Mrecv: status")
   call MPI_Wait(rs, MPI_STATUS_IGNORE, ierr)
   call check(dev_is(0, a0, from + 90, N), "Mrecv dev0: data")
   call fill(0, a0, rank + 91, N)
   call MPI_Isend(d0, N, MPI_INTEGER, to, 91, MPI_COMM_WORLD, rs, ierr)
-  call MPI_Mprobe(from, 91, MPI_COMM_WORLD, msg, st, ierr)
+  flag = .false.
+  do while (.not. flag)
+    call MPI_Improbe(from, 91, MPI_COMM_WORLD, flag, msg, st, ierr)
+  end do
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N, "Improbe: count")
   call MPI_Imrecv(d1, N, MPI_INTEGER, msg, rr, ierr)
-  call MPI_Wait(rr, MPI_STATUS_IGNORE, ierr)
+  call MPI_Wait(rr, st, ierr)
+  call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+  call check(cnt == N .and. SOURCE_OF(st) == from .and. TAG_OF(st) == 91, "Imrecv: status")
   call MPI_Wait(rs, MPI_STATUS_IGNORE, ierr)
   call check(dev_is(g1, a1, from + 91, N), "Imrecv dev1: data")
 
