@@ -26,6 +26,8 @@
  *                    MPI_Type_free, packing and unpacking on the device
  *   shim_held.c      probes with pipelining on: messages probed are held,
  *                    and every receive consults them first
+ *   shim_defer.c     nonblocking sends whose copy runs after the call, and
+ *                    the blocking calls that post them first
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
@@ -173,6 +175,9 @@ static inline MPI_Datatype shim_type_arg(const struct shim_buf *b, MPI_Datatype 
 
 /* Direction of a buffer: what must be copied. */
 enum { SHIM_TO_MPI = 1, SHIM_FROM_MPI = 2, SHIM_BOTH = 3 };
+/* With SHIM_TO_MPI, for one contiguous block: take the staging memory but
+ * do not copy (the caller starts the copy: a deferred send, shim_defer.c). */
+enum { SHIM_DEFER_COPY = 4 };
 
 /*
  * Classify @p buf (count elements of @p dt) for call @p call on @p comm.
@@ -378,6 +383,7 @@ void shim_coll_release(struct shim_coll *c);
  * staging and int rc is MPI_SUCCESS. */
 #define SHIM_COLL_BEGIN(CLASS, PREP, PMPI_CALL_USER) \
     struct shim_coll c;                              \
+    shim_defer_flush_if();                           \
     if (SHIM_LIKELY(!shim_active_for(CLASS)))        \
         return PMPI_CALL_USER;                       \
     int rc = (PREP);                          \
@@ -641,6 +647,9 @@ struct shim_rec {
     int pipe_done;
     int pipe_rc;
     MPI_Count pipe_bytes;
+    /* A deferred send (shim_defer.c): req is its generalized request, made
+     * complete by shim_defer_ready once the PMPI send it posted completed. */
+    struct shim_defer *defer;
 };
 
 /* Record a staged nonblocking call whose request PMPI just returned in
@@ -830,6 +839,61 @@ int shim_held_mrecv(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *ms
                     MPI_Status *status);
 int shim_held_imrecv(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *msg,
                      MPI_Request *req);
+
+/* ---- nonblocking sends with the copy after the call (shim_defer.c) -------- */
+
+/* CUCOPY_MPI_ISEND: 1 async (the default), 0 sync. */
+extern int shim_isend_async;
+/* Deferred sends not posted yet. */
+extern _Atomic int shim_deferred_n;
+
+/* The mode of a deferred send. */
+enum { SHIM_DEFER_ISEND = 1, SHIM_DEFER_ISSEND, SHIM_DEFER_IRSEND, SHIM_DEFER_IBSEND };
+
+/* CUCOPY_MPI_ISEND: 0, or -1 with @p err set. */
+int shim_defer_configure(char *err, size_t errlen);
+
+/* Post the deferred sends in call order: all (@p wait: waiting for their
+ * copies), or up to the first whose copy is not done. */
+void shim_defer_flush(int wait);
+
+static inline void shim_defer_flush_if(void)
+{
+    if (SHIM_UNLIKELY(atomic_load_explicit(&shim_deferred_n, memory_order_acquire) != 0))
+        shim_defer_flush(1);
+}
+
+/* In a call that polls (Test*, Iprobe): post the deferred sends whose copies
+ * are done, as MPI progresses a send in any of its calls. */
+static inline void shim_defer_poll(void)
+{
+    if (SHIM_UNLIKELY(atomic_load_explicit(&shim_deferred_n, memory_order_acquire) != 0))
+        shim_defer_flush(0);
+}
+
+struct shim_defer;
+/* Send of @p mode from staged buffer @p b (contiguous, staged with
+ * SHIM_DEFER_COPY: nothing copied yet), the user's request *req: start the
+ * copy, make *req a generalized request, record it (owning @p b) and queue
+ * the send. MPI_SUCCESS or an error raised on @p comm (b released). */
+int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
+                     MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+/* The record of a deferred send (shim_requests.c), bound to it. */
+int shim_rec_add_deferred(MPI_Request *req, MPI_Comm comm, const char *call,
+                          const struct shim_buf *b, struct shim_defer *d);
+void shim_defer_bind(struct shim_defer *d, struct shim_rec *r);
+/* Before the completion family asks MPI about a deferred send's request:
+ * post it, test it (@p wait: wait for it) and complete the generalized
+ * request once the PMPI send completed. 1 when it is complete. */
+int shim_defer_ready(struct shim_rec *r, int wait);
+struct shim_batch;
+/* Ready the deferred sends among a batch's taken records (shim_defer_ready,
+ * @p wait: waiting for each): how many are still not complete. */
+int shim_batch_defer_ready(struct shim_batch *bt, int wait);
+/* Free a deferred send's state with its record. */
+void shim_defer_drop(struct shim_defer *d);
+/* Append the deferred sends' part of the stats line. */
+int shim_defer_stats(char *out, size_t len);
 
 /* cucopy for the pipeline (shim_state.c): an asynchronous copy with a
  * completion (cucopy_ep_put_zcopy), progress, and an error raised with

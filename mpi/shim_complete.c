@@ -13,6 +13,7 @@
  */
 #include "shim.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 /* 0: nothing staged among them; 1: some taken; -1: no memory (error raised). */
@@ -38,6 +39,15 @@ int shim_batch_take(struct shim_batch *bt, int n, MPI_Request reqs[])
         bt->taken += bt->recs[i] != NULL;
     }
     return bt->taken > 0;
+}
+
+int shim_batch_defer_ready(struct shim_batch *bt, int wait)
+{
+    int left = 0;
+    for (int i = 0; i < bt->n; i++)
+        if (bt->recs[i] != NULL && bt->recs[i]->defer != NULL)
+            left += !shim_defer_ready(bt->recs[i], wait);
+    return left;
 }
 
 /* The statuses to give PMPI: the user's, or local ones when ignored. NULL on
@@ -115,12 +125,15 @@ int shim_batch_end(struct shim_batch *bt, int rc)
 
 SHIM_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
+    shim_defer_flush_if(); /* blocking: post the deferred sends (shim_defer.c) */
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Wait(req, status);
     shim_detached_progress(0);
     struct shim_rec *r = shim_rec_take(*req);
     if (r == NULL)
         return PMPI_Wait(req, status);
+    if (r->defer != NULL)
+        shim_defer_ready(r, 1);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Wait(req, s);
@@ -134,12 +147,15 @@ SHIM_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
 
 SHIM_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Test(req, flag, status);
     shim_detached_progress(0);
     struct shim_rec *r = shim_rec_take(*req);
     if (r == NULL)
         return PMPI_Test(req, flag, status);
+    if (r->defer != NULL)
+        shim_defer_ready(r, 0);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Test(req, flag, s);
@@ -155,11 +171,14 @@ SHIM_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
  * its staging memory stays until the request is waited for or freed. */
 SHIM_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Request_get_status(req, flag, status);
     struct shim_rec *r = shim_rec_take(req);
     if (r == NULL)
         return PMPI_Request_get_status(req, flag, status);
+    if (r->defer != NULL)
+        shim_defer_ready(r, 0);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Request_get_status(req, flag, s);
@@ -179,6 +198,8 @@ SHIM_EXPORT int MPI_Request_free(MPI_Request *req)
     struct shim_rec *r = shim_rec_take(*req);
     if (r == NULL)
         return PMPI_Request_free(req);
+    if (r->defer != NULL)
+        shim_defer_flush(1); /* posted now; completed detached */
     return shim_rec_free(r, req);
 }
 
@@ -186,6 +207,7 @@ SHIM_EXPORT int MPI_Request_free(MPI_Request *req)
 
 SHIM_EXPORT int MPI_Start(MPI_Request *req)
 {
+    shim_defer_flush_if(); /* a persistent send after the deferred ones */
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Start(req);
     struct shim_rec *r = shim_rec_take(*req);
@@ -205,6 +227,7 @@ SHIM_EXPORT int MPI_Start(MPI_Request *req)
  * starts none. */
 SHIM_EXPORT int MPI_Startall(int count, MPI_Request reqs[])
 {
+    shim_defer_flush_if();
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Startall(count, reqs);
     struct shim_batch bt;
@@ -235,6 +258,7 @@ SHIM_EXPORT int MPI_Cancel(MPI_Request *req)
 
 SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
+    shim_defer_flush_if(); /* blocking: post the deferred sends (shim_defer.c) */
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Waitall(count, reqs, statuses);
     shim_detached_progress(0);
@@ -245,6 +269,7 @@ SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]
     MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
         return shim_batch_end(&bt, MPI_SUCCESS);
+    shim_batch_defer_ready(&bt, 1);
     shim_pipe_early(&bt);
     int rc = PMPI_Waitall(count, reqs, s);
     shim_batch_finish_all(&bt, reqs, s, rc);
@@ -253,6 +278,7 @@ SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]
 
 SHIM_EXPORT int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Testall(count, reqs, flag, statuses);
     shim_detached_progress(0);
@@ -263,6 +289,7 @@ SHIM_EXPORT int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status
     MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
         return shim_batch_end(&bt, MPI_SUCCESS);
+    shim_batch_defer_ready(&bt, 0);
     int rc = PMPI_Testall(count, reqs, flag, s);
     if (*flag || rc == MPI_ERR_IN_STATUS)
         shim_batch_finish_all(&bt, reqs, s, rc);
@@ -271,6 +298,7 @@ SHIM_EXPORT int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status
 
 SHIM_EXPORT int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
 {
+    shim_defer_flush_if(); /* blocking: post the deferred sends (shim_defer.c) */
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Waitany(count, reqs, index, status);
     shim_detached_progress(0);
@@ -280,7 +308,17 @@ SHIM_EXPORT int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Statu
         return t < 0 ? shim_batch_end(&bt, MPI_SUCCESS) : PMPI_Waitany(count, reqs, index, status);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
-    int rc = PMPI_Waitany(count, reqs, index, s);
+    /* A deferred send's request completes only when the shim says so: poll
+     * while one is not complete (PMPI_Waitany would not see it finish). */
+    int rc, flag = 0;
+    while (shim_batch_defer_ready(&bt, 0) > 0) {
+        rc = PMPI_Testany(count, reqs, index, &flag, s);
+        if (rc != MPI_SUCCESS || (flag && *index != MPI_UNDEFINED))
+            goto done;
+        sched_yield();
+    }
+    rc = PMPI_Waitany(count, reqs, index, s);
+done:
     if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
         shim_batch_finish(&bt, *index, s, shim_copy_ok(rc));
     return shim_batch_end(&bt, rc);
@@ -289,6 +327,7 @@ SHIM_EXPORT int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Statu
 SHIM_EXPORT int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
                             MPI_Status *status)
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Testany(count, reqs, index, flag, status);
     shim_detached_progress(0);
@@ -299,6 +338,7 @@ SHIM_EXPORT int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag
                      : PMPI_Testany(count, reqs, index, flag, status);
     MPI_Status local;
     MPI_Status *s = status == MPI_STATUS_IGNORE ? &local : status;
+    shim_batch_defer_ready(&bt, 0);
     int rc = PMPI_Testany(count, reqs, index, flag, s);
     if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
         shim_batch_finish(&bt, *index, s, shim_copy_ok(rc));
@@ -308,6 +348,7 @@ SHIM_EXPORT int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag
 SHIM_EXPORT int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
                              MPI_Status statuses[])
 {
+    shim_defer_flush_if(); /* blocking: post the deferred sends (shim_defer.c) */
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
     shim_detached_progress(0);
@@ -319,7 +360,15 @@ SHIM_EXPORT int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int
     MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
         return shim_batch_end(&bt, MPI_SUCCESS);
-    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, s);
+    int rc;
+    while (shim_batch_defer_ready(&bt, 0) > 0) { /* as in MPI_Waitany */
+        rc = PMPI_Testsome(incount, reqs, outcount, indices, s);
+        if (rc != MPI_SUCCESS || (*outcount != MPI_UNDEFINED && *outcount > 0))
+            goto done;
+        sched_yield();
+    }
+    rc = PMPI_Waitsome(incount, reqs, outcount, indices, s);
+done:
     shim_batch_finish_indices(&bt, *outcount, indices, s, rc);
     return shim_batch_end(&bt, rc);
 }
@@ -327,6 +376,7 @@ SHIM_EXPORT int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int
 SHIM_EXPORT int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
                              MPI_Status statuses[])
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pending()))
         return PMPI_Testsome(incount, reqs, outcount, indices, statuses);
     shim_detached_progress(0);
@@ -338,6 +388,7 @@ SHIM_EXPORT int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int
     MPI_Status *s = shim_batch_statuses(&bt, statuses);
     if (s == NULL)
         return shim_batch_end(&bt, MPI_SUCCESS);
+    shim_batch_defer_ready(&bt, 0);
     int rc = PMPI_Testsome(incount, reqs, outcount, indices, s);
     shim_batch_finish_indices(&bt, *outcount, indices, s, rc);
     return shim_batch_end(&bt, rc);

@@ -698,6 +698,10 @@ static fint f_logical(int v)
 static void f_probe(void *next, fint *source, fint *tag, fint *comm, fint *flag, fint *message,
                     fint *status, fint *ierr)
 {
+    if (flag == NULL)
+        shim_defer_flush_if(); /* blocking: post the deferred sends (shim_defer.c) */
+    else
+        shim_defer_poll();
     if (SHIM_LIKELY(!shim_pipe_on())) {
         if (message == NULL && flag == NULL)
             ((f_probe_fn)next)(source, tag, comm, status, ierr);
@@ -737,6 +741,7 @@ typedef void (*f_startall_fn)(fint *, fint *, fint *);
 
 static void f_wait(f_wait_fn fn, fint *req, fint *status, fint *ierr)
 {
+    shim_defer_flush_if(); /* blocking: post the deferred sends (shim_defer.c) */
     if (SHIM_LIKELY(!shim_pending())) {
         fn(req, status, ierr);
         return;
@@ -749,6 +754,8 @@ static void f_wait(f_wait_fn fn, fint *req, fint *status, fint *ierr)
     }
     fint local[FSTATUS_WORDS] = {0};
     fint *s = status_ignored(status) ? local : status;
+    if (r->defer != NULL)
+        shim_defer_ready(r, 1);
     fint e = 0;
     fn(req, s, &e);
     if (!r->persistent && !f_request_null(req)) {
@@ -767,6 +774,7 @@ static void f_wait(f_wait_fn fn, fint *req, fint *status, fint *ierr)
 static void f_test(int get_status, f_test_fn fn, fint *req, fint *flag, fint *status,
                    fint *ierr)
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pending())) {
         fn(req, flag, status, ierr);
         return;
@@ -780,6 +788,8 @@ static void f_test(int get_status, f_test_fn fn, fint *req, fint *flag, fint *st
     }
     fint local[FSTATUS_WORDS] = {0};
     fint *s = status_ignored(status) ? local : status;
+    if (r->defer != NULL)
+        shim_defer_ready(r, 0);
     fint e = 0;
     fn(req, flag, s, &e);
     int rc2 = MPI_SUCCESS;
@@ -815,6 +825,8 @@ static void f_request_free(f_req_fn fn, fint *req, fint *ierr)
     }
     MPI_Request creq = PMPI_Request_f2c(*req);
     struct shim_rec *r = shim_rec_take(creq);
+    if (r != NULL && r->defer != NULL)
+        shim_defer_flush(1); /* posted now; completed detached */
     if (r == NULL) {
         fn(req, ierr);
         return;
@@ -826,6 +838,7 @@ static void f_request_free(f_req_fn fn, fint *req, fint *ierr)
 
 static void f_start(f_req_fn fn, fint *req, fint *ierr)
 {
+    shim_defer_flush_if(); /* a persistent send after the deferred ones */
     if (SHIM_LIKELY(!shim_pending())) {
         fn(req, ierr);
         return;
@@ -942,6 +955,10 @@ static int f_take(struct f_array *a, struct shim_batch *bt, fint *count, fint *f
 static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fint *statuses,
                       fint *ierr)
 {
+    if (test)
+        shim_defer_poll();
+    else
+        shim_defer_flush_if();
     if (SHIM_LIKELY(!shim_pending())) {
         if (test)
             ((f_testall_fn)fn)(count, req, flag, statuses, ierr);
@@ -953,6 +970,8 @@ static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fi
     struct f_array a;
     struct shim_batch bt;
     int t = f_take(&a, &bt, count, req, ierr);
+    if (t > 0)
+        shim_batch_defer_ready(&bt, !test);
     if (t == 0) {
         if (test)
             ((f_testall_fn)fn)(count, req, flag, statuses, ierr);
@@ -990,6 +1009,10 @@ static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fi
 static void f_waitany(int test, int base, void *fn, fint *count, fint *req, fint *index,
                       fint *flag, fint *status, fint *ierr)
 {
+    if (test)
+        shim_defer_poll();
+    else
+        shim_defer_flush_if();
     if (SHIM_LIKELY(!shim_pending())) {
         if (test)
             ((f_testany_fn)fn)(count, req, index, flag, status, ierr);
@@ -1001,6 +1024,10 @@ static void f_waitany(int test, int base, void *fn, fint *count, fint *req, fint
     struct f_array a;
     struct shim_batch bt;
     int t = f_take(&a, &bt, count, req, ierr);
+    /* A deferred send's request completes when the shim says so: Waitany
+     * waits for the deferred sends among them first (docs/mpi.md). */
+    if (t > 0)
+        shim_batch_defer_ready(&bt, !test);
     if (t == 0) {
         if (test)
             ((f_testany_fn)fn)(count, req, index, flag, status, ierr);
@@ -1029,9 +1056,13 @@ static void f_waitany(int test, int base, void *fn, fint *count, fint *req, fint
 }
 
 /* Waitsome / Testsome: indices count from @p base. */
-static void f_waitsome(int base, f_waitsome_fn fn, fint *count, fint *req, fint *outcount,
+static void f_waitsome(int test, int base, f_waitsome_fn fn, fint *count, fint *req, fint *outcount,
                        fint *indices, fint *statuses, fint *ierr)
 {
+    if (test)
+        shim_defer_poll();
+    else
+        shim_defer_flush_if();
     if (SHIM_LIKELY(!shim_pending())) {
         fn(count, req, outcount, indices, statuses, ierr);
         return;
@@ -1040,6 +1071,8 @@ static void f_waitsome(int base, f_waitsome_fn fn, fint *count, fint *req, fint 
     struct f_array a;
     struct shim_batch bt;
     int t = f_take(&a, &bt, count, req, ierr);
+    if (t > 0)
+        shim_batch_defer_ready(&bt, !test); /* as in f_waitany */
     if (t == 0)
         fn(count, req, outcount, indices, statuses, ierr);
     if (t <= 0)
@@ -1072,6 +1105,7 @@ static void f_waitsome(int base, f_waitsome_fn fn, fint *count, fint *req, fint 
 /* Every staged send is copied before any request starts. */
 static void f_startall(f_startall_fn fn, fint *count, fint *req, fint *ierr)
 {
+    shim_defer_flush_if();
     if (SHIM_LIKELY(!shim_pending())) {
         fn(count, req, ierr);
         return;
@@ -1342,11 +1376,11 @@ COMPLETION_ENTRY(mpi_testany, MPI_TESTANY,
       f_waitany(1, INDEX_BASE, NEXT, count, req, index, flag, status, ierr))
 COMPLETION_ENTRY(mpi_waitsome, MPI_WAITSOME,
       (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
-      f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
+      f_waitsome(0, INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
                  ierr))
 COMPLETION_ENTRY(mpi_testsome, MPI_TESTSOME,
       (fint *count, fint *req, fint *outcount, fint *indices, fint *statuses, fint *ierr),
-      f_waitsome(INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
+      f_waitsome(1, INDEX_BASE, (f_waitsome_fn)NEXT, count, req, outcount, indices, statuses,
                  ierr))
 
 /*

@@ -227,6 +227,7 @@ static int held_probe(int source, int tag, MPI_Comm comm, int blocking, int *fla
 
 SHIM_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
+    shim_defer_flush_if(); /* blocking: post the deferred sends first (shim_defer.c) */
     if (SHIM_LIKELY(!shim_pipe_on()))
         return PMPI_Probe(source, tag, comm, status);
     int flag = 0;
@@ -235,6 +236,7 @@ SHIM_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status
 
 SHIM_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pipe_on()))
         return PMPI_Iprobe(source, tag, comm, flag, status);
     return held_probe(source, tag, comm, 0, flag, status);
@@ -302,6 +304,7 @@ static int held_mprobe(int source, int tag, MPI_Comm comm, int blocking, int *fl
 SHIM_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg,
                            MPI_Status *status)
 {
+    shim_defer_flush_if();
     if (SHIM_LIKELY(!shim_pipe_on()))
         return PMPI_Mprobe(source, tag, comm, msg, status);
     int flag = 0;
@@ -311,6 +314,7 @@ SHIM_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg,
 SHIM_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *msg,
                             MPI_Status *status)
 {
+    shim_defer_poll();
     if (SHIM_LIKELY(!shim_pipe_on()))
         return PMPI_Improbe(source, tag, comm, flag, msg, status);
     return held_mprobe(source, tag, comm, 0, flag, msg, status);

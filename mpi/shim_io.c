@@ -150,6 +150,7 @@ static int io_finish(MPI_File fh, const char *call, int rc, struct shim_buf *b,
     {                                                                                         \
         struct shim_buf b = {0};                                                              \
         int rc = MPI_SUCCESS;                                                                 \
+        shim_defer_flush_if(); /* collective IO may wait for peers */                        \
         if (SHIM_LIKELY(!shim_active_for(SHIM_CLASS_IO)) || count == 0 ||                                      \
             (rc = io_stage(fh, "MPI_" #NAME #SFX, buf, count, dt, DIR, &b)) != MPI_SUCCESS || \
             !b.staged)                                                                        \

@@ -39,6 +39,7 @@ SHIM_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *prov
 
 SHIM_EXPORT int MPI_Finalize(void)
 {
+    shim_defer_flush_if();
     if (shim_pending())
         shim_detached_progress(1);
     shim_pipe_before_finalize();
@@ -89,6 +90,7 @@ SHIM_EXPORT int MPI_Finalize(void)
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm)                        \
     {                                                                                        \
+        shim_defer_flush_if(); /* after the deferred sends before it (shim_defer.c) */       \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL)          \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm);                        \
         struct shim_buf b;                                                                   \
@@ -117,22 +119,34 @@ SHIM_EXPORT int MPI_Finalize(void)
 
 /* ---- nonblocking sends ---------------------------------------------------------- */
 
-/* The staging memory stays with the request until it completes. */
-#define ISEND_WRAPPER(NAME, SFX, COUNT_T, PIPE)                                             \
+/* The staging memory stays with the request until it completes. A
+ * contiguous device buffer's copy runs after the call (CUCOPY_MPI_ISEND=async:
+ * the send is deferred, shim_defer.c); every other send is posted after the
+ * deferred ones before it. */
+#define ISEND_WRAPPER(NAME, SFX, COUNT_T, PIPE, DEFER)                                      \
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm, MPI_Request *req)      \
     {                                                                                        \
-        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL)          \
+        if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || dest == MPI_PROC_NULL) {        \
+            shim_defer_flush_if();                                                           \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \
+        }                                                                                    \
         struct shim_buf b;                                                                   \
         int rc;                                                                              \
-        if (PIPE && shim_pipe_on() &&                                                        \
-            shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm, req,    \
-                           &rc))                                                             \
-            return rc;                                                                       \
-        rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
+        if (PIPE && shim_pipe_on()) {                                                        \
+            shim_defer_flush_if();                                                           \
+            if (shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm,     \
+                               req, &rc))                                                    \
+                return rc;                                                                   \
+        }                                                                                    \
+        rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm,                             \
+                        SHIM_TO_MPI | (shim_isend_async ? SHIM_DEFER_COPY : 0), &b);         \
         if (rc != MPI_SUCCESS)                                                               \
             return rc;                                                                       \
+        if (b.staged && b.layout == NULL && shim_isend_async)                                \
+            return shim_defer_isend("MPI_" #NAME #SFX, DEFER, &b, count, dt, dest, tag,      \
+                                    comm, req);                                              \
+        shim_defer_flush_if();                                                               \
         if (!b.staged)                                                                       \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \
         rc = PMPI_##NAME##SFX(shim_host_arg(&b), count, shim_type_arg(&b, dt), dest, tag,    \
@@ -144,11 +158,11 @@ SHIM_EXPORT int MPI_Finalize(void)
         return shim_rec_add(req, 0, comm, "MPI_" #NAME #SFX, &b);                            \
     }
 
-#define ISEND_WRAPPERS(SFX, COUNT_T)                       \
-    ISEND_WRAPPER(Isend, SFX, COUNT_T, SHIM_PIPE_ISEND)    \
-    ISEND_WRAPPER(Issend, SFX, COUNT_T, SHIM_PIPE_ISSEND)  \
-    ISEND_WRAPPER(Irsend, SFX, COUNT_T, SHIM_PIPE_NONE)    \
-    ISEND_WRAPPER(Ibsend, SFX, COUNT_T, SHIM_PIPE_NONE)
+#define ISEND_WRAPPERS(SFX, COUNT_T)                                          \
+    ISEND_WRAPPER(Isend, SFX, COUNT_T, SHIM_PIPE_ISEND, SHIM_DEFER_ISEND)     \
+    ISEND_WRAPPER(Issend, SFX, COUNT_T, SHIM_PIPE_ISSEND, SHIM_DEFER_ISSEND)  \
+    ISEND_WRAPPER(Irsend, SFX, COUNT_T, SHIM_PIPE_NONE, SHIM_DEFER_IRSEND)    \
+    ISEND_WRAPPER(Ibsend, SFX, COUNT_T, SHIM_PIPE_NONE, SHIM_DEFER_IBSEND)
 
 /* ---- receives that take a held message first ------------------------------------ */
 
@@ -250,6 +264,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_Recv##SFX(void *buf, COUNT_T count, MPI_Datatype dt, int source,    \
                                   int tag, MPI_Comm comm, MPI_Status *status)              \
     {                                                                                       \
+        shim_defer_flush_if();                                                              \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || source == MPI_PROC_NULL)       \
             HOST_RECV("MPI_Recv" #SFX, held_Recv##SFX, (buf, count, dt, source, tag, comm),  \
                       buf, count, dt, comm, status);                                        \
@@ -294,6 +309,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
     SHIM_EXPORT int MPI_Mrecv##SFX(void *buf, COUNT_T count, MPI_Datatype dt,               \
                                    MPI_Message *message, MPI_Status *status)               \
     {                                                                                       \
+        shim_defer_flush_if();                                                              \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 || *message == MPI_MESSAGE_NO_PROC) \
             HOST_RECV("MPI_Mrecv" #SFX, held_Mrecv##SFX, (buf, count, dt, message), buf,     \
                       count, dt, MPI_COMM_WORLD, status);                                   \
@@ -344,6 +360,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                       int source, int recvtag, MPI_Comm comm,                 \
                                       MPI_Status *status)                                     \
     {                                                                                         \
+        shim_defer_flush_if();                                                                \
         if (SHIM_LIKELY(!shim_p2p_active()))                                                  \
             HOST_RECV("MPI_Sendrecv" #SFX, held_Sendrecv##SFX,                                \
                       (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,        \
@@ -386,6 +403,7 @@ int shim_finish_recv(const char *call, int rc, struct shim_buf *b, const MPI_Sta
                                               int dest, int sendtag, int source, int recvtag, \
                                               MPI_Comm comm, MPI_Status *status)              \
     {                                                                                         \
+        shim_defer_flush_if();                                                                \
         if (SHIM_LIKELY(!shim_p2p_active()) || count == 0 ||                                  \
             (dest == MPI_PROC_NULL && source == MPI_PROC_NULL))                               \
             HOST_RECV("MPI_Sendrecv_replace" #SFX, held_Sendrecv_replace##SFX,                \

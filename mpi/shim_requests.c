@@ -147,6 +147,28 @@ int shim_rec_keep(MPI_Request *req, MPI_Comm comm, const char *call, void *mem)
     return MPI_SUCCESS;
 }
 
+int shim_rec_add_deferred(MPI_Request *req, MPI_Comm comm, const char *call,
+                          const struct shim_buf *b, struct shim_defer *d)
+{
+    struct shim_rec *r = malloc(sizeof *r);
+    struct shim_rec now;
+    if (r == NULL)
+        r = &now; /* no record: finished now, below */
+    *r = (struct shim_rec){.req = *req, .comm = comm, .call = call, .buf = *b, .defer = d};
+    shim_defer_bind(d, r);
+    if (r == &now) {
+        /* The call becomes blocking: the copy, the send, its completion. */
+        shim_defer_flush(1);
+        shim_defer_ready(r, 1);
+        shim_release(&now.buf);
+        shim_defer_drop(d);
+        return MPI_SUCCESS; /* *req is complete; its status says how the send went */
+    }
+    atomic_fetch_add(&shim_records_live, 1);
+    insert(r);
+    return MPI_SUCCESS;
+}
+
 int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                             const struct shim_buf *b)
 {
@@ -184,6 +206,8 @@ static void rec_free(struct shim_rec *r)
     free(r->pieces[0]);
     free(r->pieces[1]);
     free(r->owned);
+    if (r->defer != NULL)
+        shim_defer_drop(r->defer);
     free(r);
     atomic_fetch_sub(&shim_records_live, 1);
 }
@@ -299,6 +323,8 @@ void shim_detached_progress(int wait)
         list = r->next;
         MPI_Status st;
         int flag = 1;
+        if (r->defer != NULL)
+            shim_defer_ready(r, wait); /* then its request completes */
         int rc = wait ? PMPI_Wait(&r->req, &st) : PMPI_Test(&r->req, &flag, &st);
         if (flag) {
             shim_rec_finish(r, &st, shim_copy_ok(rc)); /* errors were raised there */

@@ -161,6 +161,8 @@ __attribute__((constructor)) static void shim_configure(void)
 
     if (config_error[0] == '\0')
         shim_pipe_configure(config_error, sizeof config_error);
+    if (config_error[0] == '\0')
+        shim_defer_configure(config_error, sizeof config_error);
     if (mode == MODE_OFF)
         shim_pipe_threshold = 0; /* a pure pass-through */
 
@@ -435,6 +437,7 @@ static void stats_print(void)
                            (staged & ((1u << k) - 1)) ? "," : " ", class_names[k]);
     at += snprintf(line + at, sizeof line - (size_t)at, "%s", staged == 0 ? " none" : "");
     at += shim_pipe_stats(line + at, sizeof line - (size_t)at);
+    at += shim_defer_stats(line + at, sizeof line - (size_t)at);
     snprintf(line + at, sizeof line - (size_t)at, "\n");
     fputs(line, stderr);
 }
@@ -627,7 +630,7 @@ int shim_stage(const char *call, const void *buf, MPI_Count count, MPI_Datatype 
     b->tlb = (MPI_Aint)tlb;
     b->bytes = bytes;
     b->device = attr.device;
-    if (direction & SHIM_TO_MPI) {
+    if ((direction & SHIM_TO_MPI) && !(direction & SHIM_DEFER_COPY)) {
         st = cc.ep_put_short(cc.ep, b->first, bytes, (uint64_t)(uintptr_t)b->host);
         if (st != CUCOPY_OK) {
             shim_pool_put(b->host, b->cap, b->pinned);

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Nonblocking sends whose device->host copy runs after the call returns
+ * (docs/mpi.md, "Nonblocking sends"; CUCOPY_MPI_ISEND=async, the default).
+ *
+ * MPI_Isend & co. of a contiguous device buffer take its staging memory,
+ * start the copy into it (cucopy_ep_put_zcopy) and return a generalized
+ * request (MPI_Grequest_start): the PMPI send cannot be posted before its
+ * bytes are in host memory. The send is *deferred*: it waits, in call
+ * order, in one FIFO of this process. shim_defer_flush posts the deferred
+ * sends in that order, each once its copy is done (waiting for the copies,
+ * or stopping at the first not done). MPI's non-overtaking order is kept
+ * because every other send wrapper flushes (waiting) before it posts, and
+ * blocking calls flush before they block, so that a peer waiting for one
+ * of these messages is never waiting on this process's MPI call: sends,
+ * blocking receives and probes, Sendrecv, Start, every collective, blocking
+ * MPI-IO, MPI_Barrier, communicator and window creation and MPI_Finalize.
+ *
+ * The completion family (shim_complete.c, and the Fortran entries) finishes
+ * a deferred send's generalized request before asking MPI about it
+ * (shim_defer_ready): it flushes, tests (or waits for) the posted PMPI
+ * request and, once that completed, calls MPI_Grequest_complete; MPI then
+ * reports the user's request complete with the PMPI send's status. So Test
+ * never waits for a copy, Wait waits for it, and the staging memory is
+ * released when the user's request completes, as for every staged send.
+ */
+#include "shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int shim_isend_async = 1;
+
+_Atomic int shim_deferred_n; /* deferred sends not posted yet */
+static _Atomic unsigned long long stat_async, stat_in_flight;
+
+struct shim_defer {
+    cucopy_completion_t comp; /* first: the callback casts back */
+    _Atomic int copied;
+    cucopy_status_t copy_status;
+    struct shim_defer *next; /* the FIFO of sends not posted yet */
+    struct shim_rec *rec;    /* the user's request's record (rec->buf: the staging) */
+    int mode, dest, tag;
+    MPI_Count count;
+    MPI_Datatype dt; /* a duplicate of a derived type (the user may free theirs) */
+    int dt_dup;
+    MPI_Comm comm;
+    int started;            /* posted: real is the PMPI request */
+    MPI_Request real;
+    struct defer_state *gs; /* the generalized request's state */
+    int complete;           /* MPI_Grequest_complete called */
+};
+
+/* The generalized request's state: the status of the PMPI send, set
+ * before MPI_Grequest_complete; freed by MPI (greq_free). */
+struct defer_state {
+    MPI_Status st;
+    int error;
+};
+
+static pthread_mutex_t fifo_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_defer *fifo_head, **fifo_tail = &fifo_head;
+
+int shim_defer_configure(char *err, size_t errlen)
+{
+    const char *v = getenv("CUCOPY_MPI_ISEND");
+    if (v == NULL || *v == '\0' || strcmp(v, "async") == 0)
+        shim_isend_async = 1;
+    else if (strcmp(v, "sync") == 0)
+        shim_isend_async = 0;
+    else {
+        snprintf(err, errlen, "CUCOPY_MPI_ISEND=%s: expected async or sync", v);
+        return -1;
+    }
+    return 0;
+}
+
+static void copy_done(cucopy_completion_t *c)
+{
+    struct shim_defer *d = (struct shim_defer *)c;
+    d->copy_status = c->status;
+    atomic_store_explicit(&d->copied, 1, memory_order_release);
+}
+
+static int greq_query(void *extra, MPI_Status *s)
+{
+    struct defer_state *g = extra;
+    *s = g->st;
+    s->MPI_ERROR = g->error;
+    return g->error;
+}
+
+static int greq_free(void *extra)
+{
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete; /* a send being posted is not cancelled: its status says so */
+    return MPI_SUCCESS;
+}
+
+static void defer_free(struct shim_defer *d)
+{
+    if (d->dt_dup)
+        PMPI_Type_free(&d->dt);
+    free(d);
+}
+
+void shim_defer_drop(struct shim_defer *d)
+{
+    defer_free(d);
+}
+
+int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
+                     MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    struct shim_defer *d = calloc(1, sizeof *d);
+    struct defer_state *gs = calloc(1, sizeof *gs);
+    int rc = d == NULL || gs == NULL ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    int combiner = MPI_COMBINER_NAMED, ni, na, nd;
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
+    if (rc == MPI_SUCCESS && combiner != MPI_COMBINER_NAMED) {
+        rc = PMPI_Type_dup(dt, &d->dt);
+        d->dt_dup = rc == MPI_SUCCESS;
+    } else if (rc == MPI_SUCCESS) {
+        d->dt = dt;
+    }
+    if (rc != MPI_SUCCESS) {
+        if (d != NULL)
+            defer_free(d);
+        free(gs);
+        shim_release(b);
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory for a deferred send");
+    }
+    d->comp = (cucopy_completion_t){.func = copy_done, .count = 1, .status = CUCOPY_OK};
+    d->mode = mode;
+    d->dest = dest;
+    d->tag = tag;
+    d->count = count;
+    d->comm = comm;
+    d->real = MPI_REQUEST_NULL;
+    d->gs = gs;
+    cucopy_status_t st;
+    while ((st = shim_copy_async(b->first, b->host, b->bytes, &d->comp)) == CUCOPY_ERR_NO_RESOURCE)
+        shim_copy_progress();
+    if (st != CUCOPY_INPROGRESS) { /* done (OK) or failed: posted with the status at flush */
+        d->copy_status = st;
+        atomic_store_explicit(&d->copied, 1, memory_order_release);
+    }
+    shim_stats_add(0, b->device, b->bytes);
+    rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, gs, req);
+    if (rc != MPI_SUCCESS) {
+        while (!atomic_load_explicit(&d->copied, memory_order_acquire))
+            shim_copy_progress(); /* the copy writes the staging memory */
+        defer_free(d);
+        free(gs);
+        shim_release(b);
+        return rc;
+    }
+    rc = shim_rec_add_deferred(req, comm, call, b, d);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    atomic_fetch_add_explicit(&stat_async, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&d->copied, memory_order_acquire))
+        atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed);
+    pthread_mutex_lock(&fifo_mu);
+    *fifo_tail = d;
+    fifo_tail = &d->next;
+    atomic_fetch_add_explicit(&shim_deferred_n, 1, memory_order_release);
+    pthread_mutex_unlock(&fifo_mu);
+    return MPI_SUCCESS;
+}
+
+void shim_defer_bind(struct shim_defer *d, struct shim_rec *r)
+{
+    d->rec = r;
+}
+
+/* Post deferred send @p d (its copy is done), under fifo_mu. */
+static void defer_post(struct shim_defer *d)
+{
+    struct shim_buf *b = &d->rec->buf;
+    void *host = shim_host_arg(b);
+    int rc;
+#if SHIM_LARGE_COUNT
+    switch (d->mode) {
+    case SHIM_DEFER_ISSEND:
+        rc = PMPI_Issend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
+        break;
+    case SHIM_DEFER_IRSEND:
+        rc = PMPI_Irsend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
+        break;
+    case SHIM_DEFER_IBSEND:
+        rc = PMPI_Ibsend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
+        break;
+    default:
+        rc = PMPI_Isend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
+    }
+#else
+    int n = (int)d->count; /* an int count: the call was MPI_Isend & co. */
+    switch (d->mode) {
+    case SHIM_DEFER_ISSEND:
+        rc = PMPI_Issend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
+        break;
+    case SHIM_DEFER_IRSEND:
+        rc = PMPI_Irsend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
+        break;
+    case SHIM_DEFER_IBSEND:
+        rc = PMPI_Ibsend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
+        break;
+    default:
+        rc = PMPI_Isend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
+    }
+#endif
+    d->started = 1;
+    if (rc != MPI_SUCCESS) {
+        d->real = MPI_REQUEST_NULL;
+        d->gs->error = rc;
+    } else if (d->copy_status != CUCOPY_OK) {
+        /* Posted anyway (the receiver must not hang); the sender is told. */
+        d->gs->error = shim_cucopy_error(d->comm, d->rec->call,
+                                         "copying the device buffer to host memory (the "
+                                         "message was sent anyway)");
+    }
+    if (d->dt_dup) {
+        PMPI_Type_free(&d->dt);
+        d->dt_dup = 0;
+    }
+}
+
+void shim_defer_flush(int wait)
+{
+    pthread_mutex_lock(&fifo_mu);
+    while (fifo_head != NULL) {
+        struct shim_defer *d = fifo_head;
+        while (!atomic_load_explicit(&d->copied, memory_order_acquire)) {
+            if (!wait)
+                goto out;
+            shim_copy_progress();
+            if (!atomic_load_explicit(&d->copied, memory_order_acquire))
+                sched_yield(); /* the copy engine works */
+        }
+        fifo_head = d->next;
+        if (fifo_head == NULL)
+            fifo_tail = &fifo_head;
+        d->next = NULL;
+        defer_post(d);
+        atomic_fetch_sub_explicit(&shim_deferred_n, 1, memory_order_release);
+    }
+out:
+    pthread_mutex_unlock(&fifo_mu);
+    if (!wait && fifo_head != NULL)
+        shim_copy_progress(); /* the copies go on while the program polls */
+}
+
+int shim_defer_ready(struct shim_rec *r, int wait)
+{
+    struct shim_defer *d = r->defer;
+    if (d == NULL || d->complete)
+        return 1;
+    if (!d->started)
+        shim_defer_flush(wait);
+    if (!d->started)
+        return 0;
+    int flag = 1;
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    if (d->real != MPI_REQUEST_NULL) {
+        int rc = wait ? PMPI_Wait(&d->real, &st) : PMPI_Test(&d->real, &flag, &st);
+        if (rc != MPI_SUCCESS && d->gs->error == MPI_SUCCESS)
+            d->gs->error = rc;
+    }
+    if (!flag)
+        return 0;
+    d->gs->st = st;
+    d->complete = 1;
+    PMPI_Grequest_complete(r->req);
+    return 1;
+}
+
+int shim_defer_stats(char *out, size_t len)
+{
+    unsigned long long n = atomic_load(&stat_async);
+    if (n == 0)
+        return snprintf(out, len, "%s", "");
+    return snprintf(out, len, "; nonblocking sends with the copy after the call: %llu (%llu "
+                              "returned with it in flight)",
+                    n, (unsigned long long)atomic_load(&stat_in_flight));
+}
+
+/* ---- blocking calls that flush first ----------------------------------------------- */
+
+/* A process blocked here must not hold back a message a peer waits for. */
+#define FLUSHING(RET, NAME, PARAMS, ARGS)  \
+    SHIM_EXPORT RET MPI_##NAME PARAMS      \
+    {                                      \
+        shim_defer_flush_if();             \
+        return PMPI_##NAME ARGS;           \
+    }
+
+FLUSHING(int, Barrier, (MPI_Comm comm), (comm))
+FLUSHING(int, Comm_dup, (MPI_Comm comm, MPI_Comm *out), (comm, out))
+FLUSHING(int, Comm_split, (MPI_Comm comm, int color, int key, MPI_Comm *out),
+         (comm, color, key, out))
+FLUSHING(int, Comm_split_type, (MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *out),
+         (comm, type, key, info, out))
+FLUSHING(int, Comm_create, (MPI_Comm comm, MPI_Group group, MPI_Comm *out), (comm, group, out))
+FLUSHING(int, Comm_free, (MPI_Comm * comm), (comm))
+FLUSHING(int, Cart_create,
+         (MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+          MPI_Comm *out),
+         (comm, ndims, dims, periods, reorder, out))
+FLUSHING(int, Dist_graph_create_adjacent,
+         (MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+          int outdegree, const int dests[], const int destweights[], MPI_Info info,
+          int reorder, MPI_Comm *out),
+         (comm, indegree, sources, sourceweights, outdegree, dests, destweights, info, reorder,
+          out))
+FLUSHING(int, Win_fence, (int assert, MPI_Win win), (assert, win))
