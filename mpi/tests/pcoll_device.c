@@ -17,9 +17,11 @@
  * and the gaps of the v forms included (coll_prog.h), after each round.
  * Also: Allreduce_init by every predefined op that applies on int, float and
  * double and a user op; non-contiguous (vector) types on device memory;
- * "leak": persistent requests made, started and freed, and made and freed
- * unstarted, in a loop (the CTest runs it under a 1 MiB pool: the stats line
- * must show no pageable fallback, so Request_free gave the staging back).
+ * "leak": persistent requests made, started and freed (inactive, or active:
+ * the result must still reach the device, through later completion calls),
+ * and made and freed unstarted, in a loop (the CTest runs it under a 1 MiB
+ * pool: the stats line must show no pageable fallback, so Request_free gave
+ * the staging back).
  * On MPICH everything runs again through the MPI_X_init_c calls.
  *
  * Without the shim the first device start faults inside MPI: the negative
@@ -899,12 +901,25 @@ static void test_leak(void)
             put(&s);
             reduced(want_at(&r, 0), MPI_INT, MPI_SUM, nranks, 0, n);
             MPI_OK(MPI_Start(&req));
-            MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
-            verify(&r, "leak: Allreduce_init recvbuf");
-            vbase = 0;
+            if (it % 3 == 0)
+                MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
         }
+        /* Every third one freed while active (erroneous for a collective in
+         * MPI-4; the shim keeps it, as a point-to-point one): its result
+         * reaches the device through later completion calls, of no request
+         * here, and its staging goes back to the pool then. */
         MPI_OK(MPI_Request_free(&req));
         CHECK(req == MPI_REQUEST_NULL, "leak: Request_free left the request");
+        if (it % 3 == 1) {
+            unsigned char got;
+            double t0 = MPI_Wtime();
+            int flag = 0;
+            while (first_bad(&r, &got) != r.bytes + 2 * GUARD && MPI_Wtime() - t0 < 30)
+                MPI_OK(MPI_Testall(0, NULL, &flag, MPI_STATUSES_IGNORE));
+        }
+        if (it % 3 != 2)
+            verify(&r, "leak: Allreduce_init recvbuf");
+        vbase = 0;
         drop(&s);
         drop(&r);
     }
