@@ -182,21 +182,7 @@ program f_pcoll
 
 contains
 
-  !> ftest's counted check, the message naming this rank ("FAIL: f_pcoll: rank R: ...").
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    call ft_check(ok, trim(who) // " " // what)
-  end subroutine check
-
-  subroutine dev_alloc(buf, dev)
-    type(dbuf), intent(inout) :: buf
-    integer, intent(in) :: dev
-    buf%dev = dev
-    buf%addr = ftd_dev_alloc(dev, int(NMAX * 8, c_size_t))
-    call c_f_pointer(transfer(buf%addr, c_null_ptr), buf%i, [NMAX])
-    call c_f_pointer(transfer(buf%addr, c_null_ptr), buf%d, [NMAX])
-  end subroutine dev_alloc
+  include 'f_dbuf.inc'
 
   !> NMAX INTEGERs of a canary that differs element by element.
   function canaries() result(v)
@@ -205,20 +191,6 @@ contains
       v(n) = CANARY - n
     end do
   end function canaries
-
-  subroutine put_i(buf, v)
-    type(dbuf), intent(in) :: buf
-    integer, intent(in), target :: v(NMAX)
-    if (ftd_htod(buf%dev, buf%addr, c_loc(v), int(NMAX * 4, c_size_t)) /= 0) &
-      call check(.false., "cuMemcpyHtoD")
-  end subroutine put_i
-
-  subroutine put_d(buf, v)
-    type(dbuf), intent(in) :: buf
-    double precision, intent(in), target :: v(NMAX)
-    if (ftd_htod(buf%dev, buf%addr, c_loc(v), int(NMAX * 8, c_size_t)) /= 0) &
-      call check(.false., "cuMemcpyHtoD")
-  end subroutine put_d
 
   !> The whole device buffer (NMAX INTEGERs) holds want.
   subroutine expect_i(buf, want, what, round)
