@@ -11,7 +11,8 @@
  *                    and persistent (*_init) point-to-point
  *   shim_coll.c      blocking collectives, and what each collective stages
  *                    (shim_coll_*: shared with the nonblocking ones)
- *   shim_icoll.c     nonblocking collectives (MPI_I*), persistent ones refused
+ *   shim_icoll.c     nonblocking collectives (MPI_I*) and persistent ones
+ *                    (MPI_X_init; Open MPI 4: its MPIX_X_init extension)
  *   shim_complete.c  the completion family (Wait*, Test*, Request_free,
  *                    Cancel, Request_get_status) and Start/Startall
  *   shim_fortran.c   the Fortran entry points (mpif.h, use mpi, use mpi_f08)
@@ -264,6 +265,13 @@ struct shim_coll {
      * the user's count and type). */
     MPI_Datatype rtype;
     MPI_Count rcount;
+    /* What MPI reads of buffer i when that is not all of it: the pieces copied
+     * in (MPI_IN_PLACE's own block of Gather and Allgather, the picked blocks
+     * of a v form), which a persistent collective's MPI_Start copies in again.
+     * nin_pieces[i] -1: no list (SHIM_TO_MPI in dir[i]: all of it). malloc'd,
+     * freed by shim_coll_release or by the request record. */
+    struct shim_piece *in_pieces[2];
+    int nin_pieces[2];
 };
 
 /* A reduction's count and datatype for PMPI (in a RUN's HOST call). */
@@ -647,6 +655,11 @@ struct shim_rec {
     int pipe_done;
     int pipe_rc;
     MPI_Count pipe_bytes;
+    /* A persistent collective: what each MPI_Start copies from the device into
+     * buf (i = 0) and buf2 (1) again: nothing (0), all of it (-1), or the
+     * nin[i] pieces in_pieces[i] (owned by the record). */
+    int nin[2];
+    struct shim_piece *in_pieces[2];
     /* A deferred send (shim_defer.c): req is its generalized request, made
      * complete by shim_defer_ready once the PMPI send it posted completed. */
     struct shim_defer *defer;
@@ -677,8 +690,16 @@ int shim_rec_keep(MPI_Request *req, MPI_Comm comm, const char *call, void *mem);
  * memory for the record, the request is freed and an error returned. */
 int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
                             const struct shim_buf *b);
+/* Record a persistent collective (MPI_X_init) whose request PMPI just made
+ * on the staging of @p c (shim_coll_*), which the record keeps until
+ * MPI_Request_free: each MPI_Start copies in again what MPI reads, each
+ * completion copies back what MPI wrote (as shim_rec_add_coll's). Without
+ * memory for the record, the request is freed, the staging released and an
+ * error returned. */
+int shim_rec_add_pcoll(MPI_Request *req, const struct shim_coll *c);
 /* MPI_Start(all) of a persistent record: a send copies the device bytes into
- * its staging memory now. MPI_SUCCESS or an error code raised on its comm. */
+ * its staging memory now, a collective what MPI reads of its buffers.
+ * MPI_SUCCESS or an error code raised on its comm. */
 int shim_rec_start(struct shim_rec *r);
 /* MPI_Request_free of a record: an inactive persistent request is freed
  * now, anything else detached. */

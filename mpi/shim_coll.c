@@ -29,6 +29,7 @@
 #include "shim.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- one collective call: up to two staged buffers --------------------------------- */
 
@@ -51,6 +52,8 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
     c->out[0] = c->out[1] = 0;
     c->pieces[0] = c->pieces[1] = NULL;
     c->npieces[0] = c->npieces[1] = 0;
+    c->in_pieces[0] = c->in_pieces[1] = NULL;
+    c->nin_pieces[0] = c->nin_pieces[1] = -1;
     c->present[0] = c->present[1] = 0;
     c->rtype = MPI_DATATYPE_NULL;
     c->rcount = 0;
@@ -76,6 +79,8 @@ void shim_coll_release(struct shim_coll *c)
         shim_release(&c->b[i]);
         free(c->pieces[i]);
         c->pieces[i] = NULL;
+        free(c->in_pieces[i]);
+        c->in_pieces[i] = NULL;
     }
 }
 /*
@@ -147,9 +152,15 @@ static int coll_copy_in_block(struct shim_coll *c, int i, MPI_Count block_elems)
         return MPI_SUCCESS;
     struct shim_buf part = shim_buf_part(b, off, len);
     int rc = shim_restage(c->call, &part, c->comm);
-    if (rc != MPI_SUCCESS)
+    if (rc == MPI_SUCCESS && (c->in_pieces[i] = malloc(sizeof *c->in_pieces[i])) == NULL)
+        rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
+    if (rc != MPI_SUCCESS) {
         shim_coll_release(c);
-    return rc;
+        return rc;
+    }
+    c->in_pieces[i][0] = (struct shim_piece){off, part.bytes};
+    c->nin_pieces[i] = 1;
+    return MPI_SUCCESS;
 }
 
 /* After PMPI returned @p rc: copy back what MPI wrote (when it succeeded),
@@ -622,6 +633,14 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
         for (int k = 0; k < nr && rc == MPI_SUCCESS; k++) {
             struct shim_buf part = shim_buf_part(b, runs[k].off, runs[k].len);
             rc = shim_restage(c->call, &part, c->comm);
+        }
+        if (rc == MPI_SUCCESS && in.mode != V_NONE && nr > 0 &&
+            (c->in_pieces[i] = malloc(sizeof *runs * (size_t)nr)) == NULL)
+            rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
+        if (rc == MPI_SUCCESS && in.mode != V_NONE) {
+            if (nr > 0)
+                memcpy(c->in_pieces[i], runs, sizeof *runs * (size_t)nr);
+            c->nin_pieces[i] = nr; /* what MPI_Start copies in again (persistent) */
         }
         if (rc == MPI_SUCCESS && out.mode != V_NONE) {
             c->npieces[i] = v_runs(blk, s->n, out, lo, runs);

@@ -26,7 +26,10 @@
  * which makes a record with nothing staged for a request that has none.
  *
  * Persistent requests (*_init) keep their record, staging memory included,
- * from init to Request_free: active from MPI_Start to completion.
+ * from init to Request_free: active from MPI_Start to completion. A
+ * persistent collective's record (shim_rec_add_pcoll) is a collective's one
+ * that also knows what MPI reads of each buffer (nin, in_pieces): MPI_Start
+ * copies that in again, each completion copies back what MPI wrote.
  */
 #include "shim.h"
 
@@ -92,13 +95,11 @@ int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
     return MPI_SUCCESS;
 }
 
-int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
+/* A collective's record of request @p req on the staging of @p c, which it
+ * owns from now on (the staging memory, the block lists). */
+static void rec_of_coll(struct shim_rec *r, MPI_Request req, const struct shim_coll *c)
 {
-    struct shim_rec local;
-    struct shim_rec *r = malloc(sizeof *r);
-    if (r == NULL)
-        r = &local; /* finished now, below */
-    *r = (struct shim_rec){.req = *req,
+    *r = (struct shim_rec){.req = req,
                            .recv = 1,
                            .coll = 1,
                            .comm = c->comm,
@@ -108,8 +109,29 @@ int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
     for (int i = 0; i < 2; i++) {
         int back = c->b[i].staged && (c->dir[i] & SHIM_FROM_MPI);
         r->out[i] = back ? c->out[i] : 0;
-        r->pieces[i] = c->pieces[i]; /* the record owns them now */
+        r->pieces[i] = c->pieces[i];
         r->npieces[i] = back ? c->npieces[i] : 0;
+        r->in_pieces[i] = c->in_pieces[i];
+        if (!c->b[i].staged)
+            r->nin[i] = 0;
+        else if (c->nin_pieces[i] >= 0)
+            r->nin[i] = c->nin_pieces[i]; /* the pieces MPI reads */
+        else
+            r->nin[i] = c->dir[i] & SHIM_TO_MPI ? -1 : 0; /* all of it, or nothing */
+    }
+}
+
+int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c)
+{
+    struct shim_rec local;
+    struct shim_rec *r = malloc(sizeof *r);
+    if (r == NULL)
+        r = &local; /* finished now, below */
+    rec_of_coll(r, *req, c);
+    for (int i = 0; i < 2; i++) {
+        free(r->in_pieces[i]); /* copied in once, at the call */
+        r->in_pieces[i] = NULL;
+        r->nin[i] = 0;
     }
     if (r == &local) {
         /* No record, no way to finish later: finish now (the call becomes blocking). */
@@ -186,13 +208,51 @@ int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const cha
     return MPI_SUCCESS;
 }
 
+int shim_rec_add_pcoll(MPI_Request *req, const struct shim_coll *c)
+{
+    struct shim_rec *r = malloc(sizeof *r);
+    if (r == NULL) {
+        PMPI_Request_free(req);
+        struct shim_coll copy = *c;
+        shim_coll_release(&copy);
+        return shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the request record");
+    }
+    rec_of_coll(r, *req, c);
+    r->persistent = 1;
+    atomic_fetch_add(&shim_records_live, 1);
+    insert(r);
+    return MPI_SUCCESS;
+}
+
+/* MPI_Start of a persistent collective: what MPI reads of each staged buffer,
+ * from the device into its staging memory again (the program may have
+ * written the device buffer since the last start). */
+static int rec_restage_coll(struct shim_rec *r)
+{
+    struct shim_buf *b[2] = {&r->buf, &r->buf2};
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < 2 && rc == MPI_SUCCESS; i++) {
+        if (r->nin[i] < 0)
+            rc = shim_restage(r->call, b[i], r->comm);
+        for (int k = 0; k < r->nin[i] && rc == MPI_SUCCESS; k++) {
+            struct shim_buf part = shim_buf_part(b[i], r->in_pieces[i][k].off,
+                                                 r->in_pieces[i][k].len);
+            if (part.bytes > 0)
+                rc = shim_restage(r->call, &part, r->comm);
+        }
+    }
+    return rc;
+}
+
 int shim_rec_start(struct shim_rec *r)
 {
-    if (!r->recv) {
-        int rc = shim_restage(r->call, &r->buf, r->comm);
-        if (rc != MPI_SUCCESS)
-            return rc;
-    }
+    int rc = MPI_SUCCESS;
+    if (r->coll)
+        rc = rec_restage_coll(r);
+    else if (!r->recv)
+        rc = shim_restage(r->call, &r->buf, r->comm);
+    if (rc != MPI_SUCCESS)
+        return rc;
     r->copied = 0;
     r->pipe_done = 0;
     r->active = 1;
@@ -205,6 +265,8 @@ static void rec_free(struct shim_rec *r)
     shim_release(&r->buf2);
     free(r->pieces[0]);
     free(r->pieces[1]);
+    free(r->in_pieces[0]);
+    free(r->in_pieces[1]);
     free(r->owned);
     if (r->defer != NULL)
         shim_defer_drop(r->defer);

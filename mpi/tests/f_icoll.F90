@@ -449,21 +449,7 @@ program f_icoll
 
 contains
 
-  !> ftest's counted check, the message naming this rank ("FAIL: f_icoll: rank R: ...").
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    call ft_check(ok, trim(who) // " " // what)
-  end subroutine check
-
-  subroutine dev_alloc(buf, dev)
-    type(dbuf), intent(inout) :: buf
-    integer, intent(in) :: dev
-    buf%dev = dev
-    buf%addr = ftd_dev_alloc(dev, int(NMAX * 8, c_size_t))
-    call c_f_pointer(transfer(buf%addr, c_null_ptr), buf%i, [NMAX])
-    call c_f_pointer(transfer(buf%addr, c_null_ptr), buf%d, [NMAX])
-  end subroutine dev_alloc
+  include 'f_dbuf.inc'
 
   !> No request yet, every ierror -1: a wrapper that writes neither fails.
   subroutine start_round()
@@ -526,21 +512,6 @@ contains
   end subroutine test_loop
 
   include 'f_coll_data.inc'
-
-  !> All NMAX INTEGERs of v to the device buffer buf.
-  subroutine put_i(buf, v)
-    type(dbuf), intent(in) :: buf
-    integer, intent(in), target :: v(NMAX)
-    if (ftd_htod(buf%dev, buf%addr, c_loc(v), int(NMAX * 4, c_size_t)) /= 0) &
-      call check(.false., "cuMemcpyHtoD")
-  end subroutine put_i
-
-  subroutine put_d(buf, v)
-    type(dbuf), intent(in) :: buf
-    double precision, intent(in), target :: v(NMAX)
-    if (ftd_htod(buf%dev, buf%addr, c_loc(v), int(NMAX * 8, c_size_t)) /= 0) &
-      call check(.false., "cuMemcpyHtoD")
-  end subroutine put_d
 
   !> Call q of the round (if made) succeeded and buf holds want(1:count).
   subroutine expect_i(buf, want, count, q, what)

@@ -18,8 +18,7 @@
  * Request_free'd collective (the shim completes it; its data reaches the
  * device at a later completion call), refused input (a reduction between a
  * vector type on device memory and host memory, Ialltoallw of one,
- * MPI_BOTTOM reaching device memory, an intercommunicator, persistent
- * collectives on device memory) and,
+ * MPI_BOTTOM reaching device memory, an intercommunicator) and,
  * on an MPI-4 library, all of it again through the large-count MPI_IX_c
  * calls.
  *
@@ -843,30 +842,6 @@ static void test_errors(void)
     MPI_OK(MPI_Comm_free(&inter));
     MPI_OK(MPI_Comm_free(&half));
 
-#if MPI_VERSION >= 4
-    /* Persistent collectives: device buffers refused (MPI_ERR_BUFFER), host
-     * ones pass through (started twice). */
-    expect_error(large ? MPI_Allreduce_init_c(s.p, r.p, 4, MPI_INT, MPI_SUM, comm,
-                                              MPI_INFO_NULL, &req)
-                       : MPI_Allreduce_init(s.p, r.p, 4, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
-                                            &req),
-                 MPI_ERR_BUFFER, "MPI_Allreduce_init", "device Allreduce_init");
-    CHECK(req == MPI_REQUEST_NULL, "a refused Allreduce_init made a request");
-    expect_error(MPI_Bcast_init(r.p, 4, MPI_INT, 0, comm, MPI_INFO_NULL, &req), MPI_ERR_BUFFER,
-                 "MPI_Bcast_init", "device Bcast_init");
-    CHECK(req == MPI_REQUEST_NULL, "a refused Bcast_init made a request");
-    verify(&r, "a refused persistent call's recvbuf");
-    MPI_OK(MPI_Allreduce_init(&hs, &hr, 1, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req));
-    for (int round = 0; round < 2; round++) {
-        hs = rank + 1 + round;
-        hr = -1;
-        MPI_OK(MPI_Start(&req));
-        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
-        CHECK(hr == nranks * (nranks + 1) / 2 + nranks * round,
-              "host Allreduce_init round %d: %d", round, hr);
-    }
-    MPI_OK(MPI_Request_free(&req));
-#endif
     drop(&s);
     drop(&r);
     MPI_OK(MPI_Comm_free(&comm));
