@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,66 @@ static int flat_refuse(struct flat *f, const char *what)
     return -1;
 }
 
-/* One block of @p n elements of predefined type @p type at @p disp. */
+/* The pair types with a hole ({T, int} as the C struct lays it out; MPI_2INT
+ * and MPI_FLOAT_INT have none): T and the int's offset. 0 for another type. */
+struct pair_short {
+    short a;
+    int b;
+};
+struct pair_long {
+    long a;
+    int b;
+};
+struct pair_double {
+    double a;
+    int b;
+};
+struct pair_long_double {
+    long double a;
+    int b;
+};
+
+static int pair_parts(MPI_Datatype type, MPI_Datatype *first, MPI_Aint *int_off)
+{
+    if (type == MPI_SHORT_INT)
+        *first = MPI_SHORT, *int_off = offsetof(struct pair_short, b);
+    else if (type == MPI_LONG_INT)
+        *first = MPI_LONG, *int_off = offsetof(struct pair_long, b);
+    else if (type == MPI_DOUBLE_INT)
+        *first = MPI_DOUBLE, *int_off = offsetof(struct pair_double, b);
+    else if (type == MPI_LONG_DOUBLE_INT)
+        *first = MPI_LONG_DOUBLE, *int_off = offsetof(struct pair_long_double, b);
+    else
+        return 0;
+    return 1;
+}
+
+static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n);
+
+/* @p n pairs (MPI_DOUBLE_INT & co.) at @p disp, @p ext apart: their two
+ * parts each, when MPI's sizes agree with the C struct's (else refused). */
+static int flat_emit_pairs(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n,
+                           MPI_Count size, MPI_Count tlb, MPI_Count text, MPI_Count ext)
+{
+    MPI_Datatype first = MPI_DATATYPE_NULL;
+    MPI_Aint int_off = 0;
+    int fsize = 0;
+    if (!pair_parts(type, &first, &int_off) || PMPI_Type_size(first, &fsize) != MPI_SUCCESS ||
+        size != fsize + (MPI_Count)sizeof(int) || tlb != 0 ||
+        text != int_off + (MPI_Count)sizeof(int) || ext < text)
+        return flat_refuse(f, "a basic type with holes (other than the pair types such as "
+                              "MPI_DOUBLE_INT) inside a non-contiguous datatype on device "
+                              "memory is not supported");
+    for (MPI_Count j = 0; j < n; j++) {
+        MPI_Aint at = disp + (MPI_Aint)j * (MPI_Aint)ext;
+        if (flat_emit(f, at, first, 1) != 0 || flat_emit(f, at + int_off, MPI_INT, 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One block of @p n elements of predefined type @p type at @p disp; a pair
+ * type with a hole as its two parts. */
 static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n)
 {
     MPI_Count size = 0, tlb = 0, text = 0, lb = 0, ext = 0;
@@ -125,8 +185,7 @@ static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count
     if (size == 0 || n == 0)
         return 0; /* MPI_LB, MPI_UB and the like: no bytes */
     if (tlb != 0 || text != size || lb != 0 || ext != size)
-        return flat_refuse(f, "a basic type with holes (such as MPI_DOUBLE_INT) inside a "
-                              "non-contiguous datatype on device memory is not supported");
+        return flat_emit_pairs(f, disp, type, n, size, tlb, text, ext);
     struct shim_run r = {.off = disp + (MPI_Aint)tlb, .width = (size_t)(n * size),
                          .pitch = (MPI_Aint)(n * size), .rows = 1};
     if (runs_append(&f->runs, &f->nruns, &f->cap, r) != 0)
