@@ -651,10 +651,17 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
             any = 1;
         }
     }
-    /* Classify the span (no copy yet); with MPI_BOTTOM the addresses are absolute. */
-    if (rc == MPI_SUCCESS && any)
+    /* Classify the span (no copy yet); with MPI_BOTTOM the addresses are
+     * absolute. Blocks that are not all one contiguous run are staged even
+     * where CUCOPY_MPI_STAGE=types leaves the call's contiguous buffers to the
+     * MPI (shim_types_only: the span of bytes would pass through). */
+    if (rc == MPI_SUCCESS && any) {
+        int types_only = shim_types_only;
+        shim_types_only = types_only && dense;
         rc = shim_stage(c->call, (const void *)((uintptr_t)buf + (uintptr_t)(intptr_t)lo),
                         hi - lo, MPI_BYTE, c->comm, 0, b);
+        shim_types_only = types_only;
+    }
     if (rc == MPI_SUCCESS && b->staged) {
         if (c->inter)
             rc = shim_error(c->comm, MPI_ERR_COMM, c->call,
