@@ -24,7 +24,8 @@
  *   shim_pipe.c      pipelined large device messages (CUCOPY_MPI_PIPELINE_KB):
  *                    the envelope, the chunk streams, the receive-side check
  *   shim_types.c     non-contiguous datatypes: flattening, the layout cache,
- *                    MPI_Type_free, packing and unpacking on the device
+ *                    MPI_Type_free, packing and unpacking on the device,
+ *                    layout-preserving staging (reductions, Alltoallw)
  *   shim_held.c      probes with pipelining on: messages probed are held,
  *                    and every receive consults them first
  *   shim_defer.c     nonblocking sends whose copy runs after the call, and
@@ -165,6 +166,12 @@ struct shim_buf {
     struct shim_layout *layout;
     MPI_Count count;
     MPI_Datatype ptype;
+    /* With a layout: 0 packed (above); 1 layout-preserving (a reduction, or
+     * Alltoallw's per-peer types): host mirrors the span [first, first +
+     * bytes) of the device buffer, only the type map's runs are copied (to the
+     * same offsets), PMPI gets host - tlb and the user's own datatype (ptype).
+     * The copies' byte counts are in type-map bytes (packed order). */
+    int span;
 };
 
 /* The datatype to give PMPI for buffer @p b, staged or not: the packed
@@ -260,9 +267,10 @@ struct shim_coll {
     struct shim_piece *pieces[2];
     int npieces[2];
     int present[2]; /* buffer i is significant here and not MPI_IN_PLACE */
-    /* A reduction on a non-contiguous type of one basic type, staged packed:
-     * PMPI gets rcount elements of that basic type, rtype (MPI_DATATYPE_NULL:
-     * the user's count and type). */
+    /* A reduction on a non-contiguous type of one basic type with a
+     * predefined op, staged packed: PMPI gets rcount elements of that basic
+     * type, rtype (MPI_DATATYPE_NULL: the user's count and type, also for a
+     * layout-preserving staging). */
     MPI_Datatype rtype;
     MPI_Count rcount;
     /* What MPI reads of buffer i when that is not all of it: the pieces copied
@@ -291,22 +299,24 @@ int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count 
                     MPI_Datatype dt, int root, MPI_Comm comm);
 /* Allreduce and Scan. */
 int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *sendbuf,
-                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Comm comm);
+                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
+                         MPI_Comm comm);
 int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
-                     MPI_Count count, MPI_Datatype dt, MPI_Comm comm);
+                     MPI_Count count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
 int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
-                     MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm);
+                     MPI_Count count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm);
 int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *inbuf,
-                           void *inoutbuf, MPI_Count count, MPI_Datatype dt);
+                           void *inoutbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op);
 int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const void *sendbuf,
-                                   void *recvbuf, MPI_Count count, MPI_Datatype dt,
+                                   void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
                                    MPI_Comm comm);
 int shim_coll_reduce_scatter(struct shim_coll *c, const char *call, const void *sendbuf,
-                             void *recvbuf, const int counts[], MPI_Datatype dt, MPI_Comm comm);
+                             void *recvbuf, const int counts[], MPI_Datatype dt, MPI_Op op,
+                             MPI_Comm comm);
 #if SHIM_LARGE_COUNT
 int shim_coll_reduce_scatter_c(struct shim_coll *c, const char *call, const void *sendbuf,
                                void *recvbuf, const MPI_Count counts[], MPI_Datatype dt,
-                               MPI_Comm comm);
+                               MPI_Op op, MPI_Comm comm);
 #endif
 int shim_coll_allgather(struct shim_coll *c, const char *call, const void *sendbuf,
                         MPI_Count scount, MPI_Datatype stype, void *recvbuf, MPI_Count rcount,
@@ -440,7 +450,7 @@ void shim_coll_release(struct shim_coll *c);
                                                       MPI_Op op, MPI_Comm comm XP())            \
     {                                                                                           \
         RUN(REDUCTION,                                                                          \
-            PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, comm),    \
+            PREP(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count, dt, op, comm), \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, comm XA()),     \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
                                                SHIM_COLL_ARG(1, recvbuf),                       \
@@ -455,7 +465,7 @@ void shim_coll_release(struct shim_coll *c);
     {                                                                                           \
         RUN(REDUCTION,                                                                          \
             shim_coll_reduce(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf, recvbuf, count,   \
-                             dt, root, comm),                                                   \
+                             dt, op, root, comm),                                               \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, count, dt, op, root,           \
                                                comm XA()),                                      \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
@@ -471,7 +481,7 @@ void shim_coll_release(struct shim_coll *c);
     {                                                                                           \
         RUN(REDUCTION,                                                                          \
             shim_coll_reduce_scatter##SFX(&c, SHIM_COLL_NAME(NM, U, L, MID, SFX), sendbuf,      \
-                                          recvbuf, counts, dt, comm),                           \
+                                          recvbuf, counts, dt, op, comm),                       \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(sendbuf, recvbuf, counts, dt, op, comm XA()),    \
             SHIM_COLL_PMPI(NM, U, L, MID, SFX)(SHIM_COLL_ARG(0, sendbuf),                       \
                                                SHIM_COLL_ARG(1, recvbuf), counts, dt, op,       \
@@ -933,6 +943,19 @@ int shim_types_stage(const char *call, const void *buf, MPI_Count count, MPI_Dat
  * and its packed staging memory (@p to_device: scatter, else gather). */
 int shim_types_copy(const char *call, struct shim_buf *b, int to_device, size_t n,
                     MPI_Comm comm);
+/* Turn packed staged buffer @p b (shim_types_stage, nothing copied yet) into
+ * a layout-preserving one (b->span): host staging of the span of its count
+ * elements, PMPI's datatype @p dt (the user's). On an error (raised) @p b is
+ * still staged packed. */
+int shim_types_span(const char *call, struct shim_buf *b, MPI_Datatype dt, MPI_Comm comm);
+/* Make byte-staged span @p b (shim_stage of MPI_BYTE; b->tlb: its first
+ * byte's offset from the buffer argument) layout-preserving for blocks of
+ * Alltoallw's per-peer datatypes: block q is counts[q] elements of types[q]
+ * at byte displacement displs[q] from the buffer argument, q < @p n. Only the blocks' type maps
+ * are copied (shim_restage, shim_unstage: all of them). MPI_ERR_TYPE
+ * (raised) for a type that cannot be flattened; @p b unchanged then. */
+int shim_types_span_blocks(const char *call, struct shim_buf *b, int n, struct shim_array counts,
+                           struct shim_array displs, const MPI_Datatype types[], MPI_Comm comm);
 /* Drop a reference to a layout (shim_release). */
 void shim_types_unref(struct shim_layout *L);
 /* 1 when the layout's map is *per_element elements of one predefined type

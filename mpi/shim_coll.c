@@ -23,6 +23,12 @@
  * blocks and move only the blocks, in and back (c->pieces): the bytes between
  * blocks are never written on the device.
  *
+ * A non-contiguous datatype on device memory is staged packed (shim_types.c),
+ * except where PMPI must see the user's own datatype: a reduction packing
+ * cannot run (coll_reduction: a user-defined op, host memory in the call,
+ * several basic types, per-rank counts) and Alltoallw's per-peer types
+ * (v_span) are staged layout-preserving.
+ *
  * An intercommunicator is passed through when its buffers are host memory;
  * a device buffer on one is refused with MPI_ERR_COMM.
  */
@@ -198,49 +204,71 @@ int shim_coll_end(struct shim_coll *c, int rc)
             return rc_;              \
     } while (0)
 
+/* The predefined operations of a reduction. */
+static int op_predefined(MPI_Op op)
+{
+    return op == MPI_MAX || op == MPI_MIN || op == MPI_SUM || op == MPI_PROD ||
+           op == MPI_LAND || op == MPI_BAND || op == MPI_LOR || op == MPI_BOR ||
+           op == MPI_LXOR || op == MPI_BXOR || op == MPI_MINLOC || op == MPI_MAXLOC;
+}
+
+/*
+ * Stage buffer @p i of a reduction as coll_stage does, but copy nothing in
+ * yet (coll_reduction does, once it chose how a non-contiguous one is staged).
+ */
+static int coll_stage_red(struct shim_coll *c, int i, const void *buf, MPI_Count blocks,
+                          MPI_Count count, MPI_Datatype dt, int dir, MPI_Count out_elems)
+{
+    int rc = coll_stage(c, i, buf, blocks, count, dt, dir & ~SHIM_TO_MPI, out_elems);
+    c->dir[i] = dir;
+    return rc;
+}
+
 /*
  * The end of a reduction's staging (@p rc: its result; @p count: the count
- * argument, -1 for Reduce_scatter's array). A non-contiguous datatype on
- * device memory is staged packed, and PMPI gets count x k elements of its
- * one basic type B (a predefined op takes B; Open MPI refuses one on a
- * derived type, MPI_ERR_OP, measured): when the map is k elements of B, every
- * buffer of the call that MPI touches here is such a staged one (a host
- * buffer would be read with the user's type, the packed ones with B), and
- * the count fits an int. Otherwise MPI_ERR_TYPE, naming what.
+ * argument, -1 for Reduce_scatter's array; @p dt, @p op: the call's). A
+ * non-contiguous datatype on device memory is staged packed when a
+ * predefined op can run on the packed bytes: PMPI gets count x k elements of
+ * its one basic type B (MPICH and Open MPI refuse a predefined op on a
+ * derived type, MPI_ERR_OP, measured, even on host memory), which needs
+ * the map to be k elements of B, every buffer of the call that MPI touches
+ * here to be such a staged one (a host buffer would be read with the user's
+ * type, the packed ones with B), one count, and count x k to fit an int.
+ * Otherwise (a user-defined op, which must see its own datatype; host memory
+ * in the call; several basic types, pair types; per-rank counts; more
+ * elements) every such buffer is staged layout-preserving (shim_types_span):
+ * PMPI gets the user's count, datatype and op on host memory of the same
+ * layout, so MPI does exactly what it does on host buffers. Then what MPI
+ * reads is copied in.
  */
-static int coll_reduction(struct shim_coll *c, int rc, MPI_Count count)
+static int coll_reduction(struct shim_coll *c, int rc, MPI_Count count, MPI_Datatype dt,
+                          MPI_Op op)
 {
-    if (rc != MPI_SUCCESS || !((c->b[0].staged && c->b[0].layout != NULL) ||
-                               (c->b[1].staged && c->b[1].layout != NULL)))
+    if (rc != MPI_SUCCESS)
         return rc;
-    const char *why = NULL;
+    int noncontig = 0, packed = op_predefined(op) && count >= 0;
     MPI_Datatype basic = MPI_DATATYPE_NULL;
     MPI_Count k = 0;
-    for (int i = 0; i < 2 && why == NULL; i++) {
-        if (!c->present[i])
-            continue;
-        if (!c->b[i].staged || c->b[i].layout == NULL)
-            why = "a reduction between a non-contiguous datatype on device memory and host "
-                  "memory in one call is not supported";
-        else if (!shim_types_basic(c->b[i].layout, &basic, &k))
-            why = "a reduction on a non-contiguous datatype on device memory whose basic "
-                  "types are not all one predefined type is not supported";
+    for (int i = 0; i < 2; i++) {
+        noncontig |= c->b[i].staged && c->b[i].layout != NULL;
+        if (c->present[i] && (!c->b[i].staged || c->b[i].layout == NULL ||
+                              !shim_types_basic(c->b[i].layout, &basic, &k)))
+            packed = 0;
     }
-    if (why == NULL && count < 0)
-        why = "a reduction with per-rank counts on a non-contiguous datatype on device memory "
-              "is not supported";
-    if (why == NULL && count > 0x7fffffff / k)
-        why = "a reduction on a non-contiguous datatype on device memory of more than "
-              "INT_MAX basic elements is not supported";
-    if (why == NULL) {
+    if (noncontig && packed && count <= 0x7fffffff / k) {
         c->rtype = basic;
         c->rcount = count * k;
-        return MPI_SUCCESS;
+    } else if (noncontig) {
+        for (int i = 0; i < 2 && rc == MPI_SUCCESS; i++)
+            if (c->b[i].staged && c->b[i].layout != NULL)
+                rc = shim_types_span(c->call, &c->b[i], dt, c->comm);
     }
-    shim_coll_release(c);
-    if (shim_types_only)
-        return MPI_SUCCESS; /* CUCOPY_MPI_STAGE=types without reduce: the MPI's */
-    return shim_error(c->comm, MPI_ERR_TYPE, c->call, why);
+    for (int i = 0; i < 2 && rc == MPI_SUCCESS; i++)
+        if (c->b[i].staged && (c->dir[i] & SHIM_TO_MPI))
+            rc = shim_restage(c->call, &c->b[i], c->comm);
+    if (rc != MPI_SUCCESS)
+        shim_coll_release(c);
+    return rc;
 }
 
 int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count count,
@@ -253,73 +281,76 @@ int shim_coll_bcast(struct shim_coll *c, const char *call, void *buf, MPI_Count 
 
 /* Allreduce, Scan: MPI_IN_PLACE makes recvbuf the input too. */
 int shim_coll_reduce_all(struct shim_coll *c, const char *call, const void *sendbuf,
-                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Comm comm)
+                         void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
+                         MPI_Comm comm)
 {
     if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
-    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_reduction(
-        c, coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
-        count);
+    STAGE_OR_RETURN(coll_stage_red(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    return coll_reduction(c,
+                          coll_stage_red(c, 1, recvbuf, 1, count, dt,
+                                         in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
+                          count, dt, op);
 }
 
 /* Exscan: recvbuf of rank 0 is undefined after the call: left as it was (with
  * MPI_IN_PLACE only read, else neither read nor written back). */
 int shim_coll_exscan(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
-                     MPI_Count count, MPI_Datatype dt, MPI_Comm comm)
+                     MPI_Count count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
     if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     int out = c->rank == 0 ? 0 : SHIM_FROM_MPI;
-    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_reduction(
-        c, coll_stage(c, 1, recvbuf, 1, count, dt, out | (in_place ? SHIM_TO_MPI : 0), count),
-        count);
+    STAGE_OR_RETURN(coll_stage_red(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    return coll_reduction(c,
+                          coll_stage_red(c, 1, recvbuf, 1, count, dt,
+                                         out | (in_place ? SHIM_TO_MPI : 0), count),
+                          count, dt, op);
 }
 
 /* Reduce: recvbuf is significant at the root only (MPI_IN_PLACE: the root's
  * input too). */
 int shim_coll_reduce(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,
-                     MPI_Count count, MPI_Datatype dt, int root, MPI_Comm comm)
+                     MPI_Count count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm)
 {
     if (!coll_begin(c, call, comm, root) || count == 0)
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     if (!(c->inter && c->root))
-        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
+        STAGE_OR_RETURN(coll_stage_red(c, 0, sendbuf, 1, count, dt, SHIM_TO_MPI, 0));
     if (c->root)
-        STAGE_OR_RETURN(
-            coll_stage(c, 1, recvbuf, 1, count, dt, in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
-    return coll_reduction(c, MPI_SUCCESS, count);
+        STAGE_OR_RETURN(coll_stage_red(c, 1, recvbuf, 1, count, dt,
+                                       in_place ? SHIM_BOTH : SHIM_FROM_MPI, count));
+    return coll_reduction(c, MPI_SUCCESS, count, dt, op);
 }
 
 /* Reduce_local: no communicator; errors go to MPI_COMM_WORLD's handler. */
 int shim_coll_reduce_local(struct shim_coll *c, const char *call, const void *inbuf,
-                           void *inoutbuf, MPI_Count count, MPI_Datatype dt)
+                           void *inoutbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op)
 {
     if (!coll_begin(c, call, MPI_COMM_NULL, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
-    STAGE_OR_RETURN(coll_stage(c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));
-    return coll_reduction(c, coll_stage(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count),
-                          count);
+    STAGE_OR_RETURN(coll_stage_red(c, 0, inbuf, 1, count, dt, SHIM_TO_MPI, 0));
+    return coll_reduction(c, coll_stage_red(c, 1, inoutbuf, 1, count, dt, SHIM_BOTH, count),
+                          count, dt, op);
 }
 
 /* Reduce_scatter_block: size x recvcount in, recvcount out (MPI_IN_PLACE:
  * both in recvbuf). */
 int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const void *sendbuf,
-                                   void *recvbuf, MPI_Count count, MPI_Datatype dt,
+                                   void *recvbuf, MPI_Count count, MPI_Datatype dt, MPI_Op op,
                                    MPI_Comm comm)
 {
     if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
-    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
+    STAGE_OR_RETURN(coll_stage_red(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
     return coll_reduction(c,
-                          coll_stage(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
-                                     in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
-                          count);
+                          coll_stage_red(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
+                                         in_place ? SHIM_BOTH : SHIM_FROM_MPI, count),
+                          count, dt, op);
 }
 
 /* Reduce_scatter: the sum of recvcounts in, recvcounts[rank] out (MPI_IN_PLACE:
@@ -327,7 +358,7 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
  * report (nothing staged). int and MPI_Count arrays. */
 #define COLL_REDUCE_SCATTER(NAME, COUNT_T)                                                   \
     int NAME(struct shim_coll *c, const char *call, const void *sendbuf, void *recvbuf,      \
-             const COUNT_T counts[], MPI_Datatype dt, MPI_Comm comm)                         \
+             const COUNT_T counts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm)              \
     {                                                                                        \
         if (!coll_begin(c, call, comm, MPI_UNDEFINED))                                       \
             return MPI_SUCCESS;                                                              \
@@ -338,12 +369,12 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
             total += counts[i];                                                              \
         }                                                                                    \
         int in_place = sendbuf == MPI_IN_PLACE;                                              \
-        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));            \
-        return coll_reduction(c, coll_stage(c, 1, recvbuf, 1,                                \
-                                            in_place ? total : counts[c->rank], dt,          \
-                                            in_place ? SHIM_BOTH : SHIM_FROM_MPI,            \
-                                            counts[c->rank]),                                \
-                              -1);                                                           \
+        STAGE_OR_RETURN(coll_stage_red(c, 0, sendbuf, 1, total, dt, SHIM_TO_MPI, 0));        \
+        return coll_reduction(c, coll_stage_red(c, 1, recvbuf, 1,                            \
+                                                in_place ? total : counts[c->rank], dt,      \
+                                                in_place ? SHIM_BOTH : SHIM_FROM_MPI,        \
+                                                counts[c->rank]),                            \
+                              -1, dt, op);                                                   \
     }
 
 COLL_REDUCE_SCATTER(shim_coll_reduce_scatter, int)
@@ -536,8 +567,8 @@ static int v_runs(const struct coll_vblock *blk, int n, struct coll_vpick p, MPI
  * block's first element to the highest's last one, and the blocks become
  * byte ranges of the packed staging, block q at (displs[q] - emin) x size
  * (PMPI gets the signature type, of extent == size, at host - emin x size:
- * its displacements in elements land there). *lo: emin x size. Alltoallw's
- * per-peer types are refused.
+ * its displacements in elements land there). *lo: emin x size. (Alltoallw's
+ * per-peer types are staged layout-preserving instead: coll_stage_v.)
  */
 static int v_packed(struct shim_coll *c, int i, const void *buf, const struct coll_vspec *s,
                     struct coll_vblock *blk, MPI_Count *lo)
@@ -545,11 +576,10 @@ static int v_packed(struct shim_coll *c, int i, const void *buf, const struct co
     struct shim_buf *b = &c->b[i];
     shim_release(b);
     struct coll_vtype t;
-    if (s->types != NULL || !v_type(s->type, &t) || t.size <= 0 || t.ext < t.size)
+    if (!v_type(s->type, &t) || t.size <= 0 || t.ext < t.size)
         return shim_error(c->comm, MPI_ERR_TYPE, c->call,
-                          "a non-contiguous datatype on device memory in Alltoallw, or one "
-                          "whose extent is below its size in a v collective, is not "
-                          "supported");
+                          "a non-contiguous datatype on device memory whose extent is below "
+                          "its size in a v collective is not supported");
     MPI_Count emin = 0, emax = 0;
     int any = 0;
     for (int q = 0; q < s->n; q++) {
@@ -570,12 +600,34 @@ static int v_packed(struct shim_coll *c, int i, const void *buf, const struct co
 }
 
 /*
+ * Buffer @p i of Alltoallw whose blocks are not all one contiguous run, its
+ * span [lo, ...) on device memory staged as bytes: made layout-preserving
+ * (shim_types_span_blocks), the span mirrored on host memory and only the
+ * blocks' type maps copied, in now when @p in picks the blocks and back
+ * after the call (c->out: all of them) when @p out does (Alltoallw's picks
+ * are all or none). PMPI gets the user's types and displacements at
+ * host - lo.
+ */
+static int v_span(struct shim_coll *c, int i, const struct coll_vspec *s, struct coll_vpick in,
+                  struct coll_vpick out, MPI_Count lo)
+{
+    struct shim_buf *b = &c->b[i];
+    b->tlb = (MPI_Aint)lo;
+    int rc = shim_types_span_blocks(c->call, b, s->n, s->counts, s->displs, s->types, c->comm);
+    if (rc == MPI_SUCCESS && in.mode != V_NONE)
+        rc = shim_restage(c->call, b, c->comm);
+    c->out[i] = out.mode != V_NONE ? b->bytes : 0;
+    return rc;
+}
+
+/*
  * Stage buffer @p i of a v or w form: the blocks of @p s at @p buf, those
  * @p in picks copied in now, those @p out picks copied back after the call.
  * On an intercommunicator the span is only classified (device memory there is
  * refused). Device memory reached through MPI_BOTTOM (absolute displacements)
- * is refused, and so is a block whose type map is not one contiguous run. On
- * an error the buffers staged before are released.
+ * is refused. Blocks whose type map is not one contiguous run are staged
+ * packed (v_packed: one datatype) or layout-preserving (v_span: Alltoallw).
+ * On an error the buffers staged before are released.
  */
 static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struct coll_vspec *s,
                         struct coll_vpick in, struct coll_vpick out)
@@ -593,7 +645,7 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
         rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
     }
     struct coll_vtype one = {0};
-    int have_one = 0, any = 0, dense = 1;
+    int have_one = 0, any = 0, dense = 1, span = 0;
     MPI_Count lo = 0, hi = 0;
     for (int q = 0; q < s->n && rc == MPI_SUCCESS; q++) {
         int r = v_block(s, q, &one, &have_one, &blk[q]);
@@ -610,10 +662,17 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
             any = 1;
         }
     }
-    /* Classify the span (no copy yet); with MPI_BOTTOM the addresses are absolute. */
-    if (rc == MPI_SUCCESS && any)
+    /* Classify the span (no copy yet); with MPI_BOTTOM the addresses are
+     * absolute. Blocks that are not all one contiguous run are staged even
+     * where CUCOPY_MPI_STAGE=types leaves the call's contiguous buffers to the
+     * MPI (shim_types_only: the span of bytes would pass through). */
+    if (rc == MPI_SUCCESS && any) {
+        int types_only = shim_types_only;
+        shim_types_only = types_only && dense;
         rc = shim_stage(c->call, (const void *)((uintptr_t)buf + (uintptr_t)(intptr_t)lo),
                         hi - lo, MPI_BYTE, c->comm, 0, b);
+        shim_types_only = types_only;
+    }
     if (rc == MPI_SUCCESS && b->staged) {
         if (c->inter)
             rc = shim_error(c->comm, MPI_ERR_COMM, c->call,
@@ -622,12 +681,16 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
             rc = shim_error(c->comm, MPI_ERR_BUFFER, c->call,
                             "MPI_BOTTOM with a datatype that reaches device memory "
                             "is not supported");
+        else if (!dense && s->types != NULL)
+            span = 1;
         else if (!dense)
             rc = v_packed(c, i, buf, s, blk, &lo);
-        if (rc == MPI_SUCCESS && (runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
+        if (rc == MPI_SUCCESS && !span && (runs = malloc(sizeof *runs * (size_t)s->n)) == NULL)
             rc = shim_error(c->comm, MPI_ERR_NO_MEM, c->call, "no memory for the block list");
     }
-    if (rc == MPI_SUCCESS && b->staged) {
+    if (rc == MPI_SUCCESS && span) {
+        rc = v_span(c, i, s, in, out, lo);
+    } else if (rc == MPI_SUCCESS && b->staged) {
         b->tlb = (MPI_Aint)lo; /* PMPI gets host - lo: the staging of displacement 0 */
         int nr = v_runs(blk, s->n, in, lo, runs);
         for (int k = 0; k < nr && rc == MPI_SUCCESS; k++) {
@@ -771,7 +834,8 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
                                           MPI_Datatype dt, MPI_Op op)                             \
     {                                                                                             \
         COLL_RUN(REDUCTION,                                                                       \
-                 shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt), \
+                 shim_coll_reduce_local(&c, "MPI_Reduce_local" #SFX, inbuf, inoutbuf, count, dt,  \
+                                        op),                                                      \
                  PMPI_Reduce_local##SFX(inbuf, inoutbuf, count, dt, op),                          \
                  PMPI_Reduce_local##SFX(SHIM_COLL_ARG(0, inbuf), SHIM_COLL_ARG(1, inoutbuf),      \
                                         SHIM_COLL_RCOUNT(count), SHIM_COLL_RTYPE(dt), op));       \

@@ -15,16 +15,26 @@
  * A staged buffer of such a type is packed: count * size bytes of host
  * memory, gathered from the device run by run (layout_copy: one
  * cucopy_ep_copy_2d entry per strided run, up to max_iov entries per call;
- * libcucopy packs narrow rows on the device), and PMPI gets it with the layout's signature type: the same type
- * signature as one element of the user's type, extent == size, so count
- * elements of it are exactly the packed bytes. A receive is scattered back
- * run by run, only the bytes MPI wrote: the holes of the type map are never
- * written on the device.
+ * libcucopy packs narrow rows on the device), and PMPI gets it with the
+ * layout's signature type: the same type signature as one element of the
+ * user's type, extent == size, so count elements of it are exactly the
+ * packed bytes. A receive is scattered back run by run, only the bytes MPI
+ * wrote: the holes of the type map are never written on the device.
+ *
+ * Or it is layout-preserving (b->span: shim_types_span for a reduction,
+ * shim_types_span_blocks for Alltoallw's per-peer types): host memory of the
+ * buffer's whole span, the same runs copied to the same offsets in it (the
+ * host pitch is the device pitch; the holes of the host copy are
+ * don't-care), and PMPI gets the user's own datatype there, so MPI applies
+ * a user's op, mixes host buffers in, decodes pair types exactly as on host
+ * memory. Only the runs go back to the device. The cost: span bytes of
+ * staging memory, however sparse the type.
  */
 #include "shim.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +45,14 @@
 struct sig_piece {
     MPI_Datatype type;
     MPI_Count n; /* elements of type */
+};
+
+/* One block of a layout of blocks (Alltoallw's buffer, uncached): count
+ * elements of L at byte displacement disp. */
+struct span_block {
+    struct shim_layout *L; /* a reference */
+    MPI_Count count;
+    MPI_Aint disp;
 };
 
 struct shim_layout {
@@ -50,6 +68,8 @@ struct shim_layout {
     MPI_Datatype basic;   /* the one basic type of the map, or MPI_DATATYPE_NULL */
     MPI_Count nbasic;     /* elements of basic per element */
     char refusal[200];    /* non-empty: why this type cannot be staged */
+    struct span_block *blocks; /* a layout of blocks: these instead of runs */
+    size_t nblocks;
 };
 
 /* What flattening builds. */
@@ -114,7 +134,66 @@ static int flat_refuse(struct flat *f, const char *what)
     return -1;
 }
 
-/* One block of @p n elements of predefined type @p type at @p disp. */
+/* The pair types with a hole ({T, int} as the C struct lays it out; MPI_2INT
+ * and MPI_FLOAT_INT have none): T and the int's offset. 0 for another type. */
+struct pair_short {
+    short a;
+    int b;
+};
+struct pair_long {
+    long a;
+    int b;
+};
+struct pair_double {
+    double a;
+    int b;
+};
+struct pair_long_double {
+    long double a;
+    int b;
+};
+
+static int pair_parts(MPI_Datatype type, MPI_Datatype *first, MPI_Aint *int_off)
+{
+    if (type == MPI_SHORT_INT)
+        *first = MPI_SHORT, *int_off = offsetof(struct pair_short, b);
+    else if (type == MPI_LONG_INT)
+        *first = MPI_LONG, *int_off = offsetof(struct pair_long, b);
+    else if (type == MPI_DOUBLE_INT)
+        *first = MPI_DOUBLE, *int_off = offsetof(struct pair_double, b);
+    else if (type == MPI_LONG_DOUBLE_INT)
+        *first = MPI_LONG_DOUBLE, *int_off = offsetof(struct pair_long_double, b);
+    else
+        return 0;
+    return 1;
+}
+
+static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n);
+
+/* @p n pairs (MPI_DOUBLE_INT & co.) at @p disp, @p ext apart: their two
+ * parts each, when MPI's sizes agree with the C struct's (else refused). */
+static int flat_emit_pairs(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n,
+                           MPI_Count size, MPI_Count tlb, MPI_Count text, MPI_Count ext)
+{
+    MPI_Datatype first = MPI_DATATYPE_NULL;
+    MPI_Aint int_off = 0;
+    int fsize = 0;
+    if (!pair_parts(type, &first, &int_off) || PMPI_Type_size(first, &fsize) != MPI_SUCCESS ||
+        size != fsize + (MPI_Count)sizeof(int) || tlb != 0 ||
+        text != int_off + (MPI_Count)sizeof(int) || ext < text)
+        return flat_refuse(f, "a basic type with holes (other than the pair types such as "
+                              "MPI_DOUBLE_INT) inside a non-contiguous datatype on device "
+                              "memory is not supported");
+    for (MPI_Count j = 0; j < n; j++) {
+        MPI_Aint at = disp + (MPI_Aint)j * (MPI_Aint)ext;
+        if (flat_emit(f, at, first, 1) != 0 || flat_emit(f, at + int_off, MPI_INT, 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One block of @p n elements of predefined type @p type at @p disp; a pair
+ * type with a hole as its two parts. */
 static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count n)
 {
     MPI_Count size = 0, tlb = 0, text = 0, lb = 0, ext = 0;
@@ -125,8 +204,7 @@ static int flat_emit(struct flat *f, MPI_Aint disp, MPI_Datatype type, MPI_Count
     if (size == 0 || n == 0)
         return 0; /* MPI_LB, MPI_UB and the like: no bytes */
     if (tlb != 0 || text != size || lb != 0 || ext != size)
-        return flat_refuse(f, "a basic type with holes (such as MPI_DOUBLE_INT) inside a "
-                              "non-contiguous datatype on device memory is not supported");
+        return flat_emit_pairs(f, disp, type, n, size, tlb, text, ext);
     struct shim_run r = {.off = disp + (MPI_Aint)tlb, .width = (size_t)(n * size),
                          .pitch = (MPI_Aint)(n * size), .rows = 1};
     if (runs_append(&f->runs, &f->nruns, &f->cap, r) != 0)
@@ -488,6 +566,9 @@ static void layout_unref(struct shim_layout *L)
         if (!finalized)
             PMPI_Type_free(&L->sigtype);
     }
+    for (size_t i = 0; i < L->nblocks; i++)
+        layout_unref(L->blocks[i].L);
+    free(L->blocks);
     free(L->runs);
     free(L);
 }
@@ -572,7 +653,7 @@ SHIM_EXPORT int MPI_Type_free(MPI_Datatype *dt)
     return PMPI_Type_free(dt);
 }
 
-/* ---- the copies of a run list ------------------------------------------------------ */
+/* ---- the copies of a run list: packed, or layout-preserving ------------------------ */
 
 /* Entries per call at most (cucopy's max_iov may be lower). */
 #define SHIM_COPY_ENTRIES 64
@@ -592,6 +673,8 @@ static void slot_done(cucopy_completion_t *c)
 /* Issuing and waiting for the copies of one run list. */
 struct copier {
     int to_device;
+    int span;      /* host mirrors the device span: a run at the same offset */
+    MPI_Aint tlb;  /* span: the device offset of the host's first byte */
     size_t max;           /* entries per call */
     cucopy_copy_2d_t c2d[SHIM_COPY_ENTRIES];
     size_t n; /* entries pending */
@@ -653,7 +736,7 @@ static cucopy_status_t copier_issue(struct copier *c)
 }
 
 /* One strided run: @p rows blocks of @p width bytes, @p pitch apart, at
- * device address @p dev; packed at @p host. */
+ * device address @p dev; at @p host packed, or (c->span) @p pitch apart too. */
 static cucopy_status_t copier_add(struct copier *c, char *dev, size_t width, MPI_Aint pitch,
                                   size_t rows, char *host)
 {
@@ -661,16 +744,17 @@ static cucopy_status_t copier_add(struct copier *c, char *dev, size_t width, MPI
         return c->st;
     cucopy_copy_2d_t *e = &c->c2d[c->n++];
     *e = (cucopy_copy_2d_t){0};
+    size_t dpitch = rows > 1 ? (size_t)pitch : width, hpitch = c->span ? dpitch : width;
     if (c->to_device) {
         e->dst = dev;
-        e->dst_pitch = rows > 1 ? (size_t)pitch : width;
+        e->dst_pitch = dpitch;
         e->src = host;
-        e->src_pitch = width;
+        e->src_pitch = hpitch;
     } else {
         e->dst = host;
-        e->dst_pitch = width;
+        e->dst_pitch = hpitch;
         e->src = dev;
-        e->src_pitch = rows > 1 ? (size_t)pitch : width;
+        e->src_pitch = dpitch;
     }
     e->width = width;
     e->height = rows;
@@ -678,7 +762,8 @@ static cucopy_status_t copier_add(struct copier *c, char *dev, size_t width, MPI
 }
 
 /* Run @p r (device offsets from @p base) whose packed bytes start at @p at:
- * only what lies below @p nbytes (whole rows, then a part of one). */
+ * only what lies below @p nbytes (whole rows, then a part of one). Its host
+ * bytes: at @p at (packed), or at its device offset (c->span). */
 static void copier_run(struct copier *c, char *base, char *host, size_t at,
                        const struct shim_run *r, size_t nbytes)
 {
@@ -687,47 +772,65 @@ static void copier_run(struct copier *c, char *base, char *host, size_t at,
     size_t rows = r->rows;
     if (at + r->width * r->rows > nbytes)
         rows = (nbytes - at) / r->width;
+    char *h = c->span ? host + (r->off - c->tlb) : host + at;
     if (rows > 0)
-        copier_add(c, base + r->off, r->width, r->pitch, rows, host + at);
+        copier_add(c, base + r->off, r->width, r->pitch, rows, h);
     size_t tail = rows < r->rows ? nbytes - at - rows * r->width : 0;
     if (tail > 0 && c->st == CUCOPY_OK)
         copier_add(c, base + r->off + (MPI_Aint)rows * r->pitch, tail, (MPI_Aint)tail, 1,
-                   host + at + rows * r->width);
+                   c->span ? h + (MPI_Aint)rows * r->pitch : h + rows * r->width);
 }
 
-/* Copy the first @p nbytes packed bytes of @p count elements of layout @p L
- * between device buffer @p base (the buffer argument: offsets are from it)
- * and packed host memory @p host. */
+/* The runs of @p count elements of @p L at @p disp from @p base, each folded
+ * into *pend when it continues it, else *pend copied (its packed bytes start
+ * at *at) and replaced: count vectors of one column are one run. */
+static void copier_elements(struct copier *c, const struct shim_layout *L, MPI_Count count,
+                            MPI_Aint disp, char *base, char *host, size_t nbytes,
+                            struct shim_run *pend, size_t *at)
+{
+    for (MPI_Count e = 0; e < count && *at < nbytes && c->st == CUCOPY_OK; e++) {
+        for (size_t i = 0; i < L->nruns && c->st == CUCOPY_OK; i++) {
+            struct shim_run r = L->runs[i];
+            r.off += disp + (MPI_Aint)e * (MPI_Aint)L->ext;
+            if (pend->rows > 0 && run_fold(pend, r))
+                continue;
+            if (pend->rows > 0) {
+                copier_run(c, base, host, *at, pend, nbytes);
+                *at += pend->width * pend->rows;
+            }
+            *pend = r;
+        }
+    }
+}
+
+/* Copy the first @p nbytes packed bytes (in type-map order) of @p count
+ * elements of layout @p L between device buffer @p base (the buffer
+ * argument: offsets are from it) and host memory @p host: packed, or with
+ * @p span the same layout, @p host at device offset @p tlb. */
 static cucopy_status_t layout_copy(int to_device, const struct shim_layout *L, MPI_Count count,
-                                   char *base, char *host, size_t nbytes)
+                                   char *base, char *host, size_t nbytes, int span,
+                                   MPI_Aint tlb)
 {
     struct copier *c = malloc(sizeof *c);
     if (c == NULL)
         return CUCOPY_ERR_NO_MEMORY;
     c->to_device = to_device;
+    c->span = span;
+    c->tlb = tlb;
     c->max = shim_cc.max_iov < SHIM_COPY_ENTRIES ? shim_cc.max_iov : SHIM_COPY_ENTRIES;
     if (c->max == 0)
         c->max = 1;
     c->n = 0;
     c->inflight = 0;
     c->st = CUCOPY_OK;
-    /* The runs of all elements, each folded into the one before when it
-     * continues its stride (count elements of a vector: one run). */
+    /* The runs of all elements (of every block of a layout of blocks). */
     struct shim_run pend = {0};
     size_t at = 0; /* packed bytes of the runs before pend */
-    for (MPI_Count e = 0; e < count && at < nbytes && c->st == CUCOPY_OK; e++) {
-        for (size_t i = 0; i < L->nruns && c->st == CUCOPY_OK; i++) {
-            struct shim_run r = L->runs[i];
-            r.off += (MPI_Aint)e * (MPI_Aint)L->ext;
-            if (pend.rows > 0 && run_fold(&pend, r))
-                continue;
-            if (pend.rows > 0) {
-                copier_run(c, base, host, at, &pend, nbytes);
-                at += pend.width * pend.rows;
-            }
-            pend = r;
-        }
-    }
+    if (L->blocks == NULL)
+        copier_elements(c, L, count, 0, base, host, nbytes, &pend, &at);
+    for (size_t k = 0; k < L->nblocks; k++)
+        copier_elements(c, L->blocks[k].L, L->blocks[k].count, L->blocks[k].disp, base, host,
+                        nbytes, &pend, &at);
     if (pend.rows > 0 && at < nbytes && c->st == CUCOPY_OK)
         copier_run(c, base, host, at, &pend, nbytes);
     if (c->st == CUCOPY_OK)
@@ -769,6 +872,7 @@ int shim_types_stage(const char *call, const void *buf, MPI_Count count, MPI_Dat
     b->layout = L;
     b->count = count;
     b->ptype = L->sigtype;
+    b->span = 0;
     b->staged = 1;
     if (direction & SHIM_TO_MPI) {
         int rc = shim_types_copy(call, b, 0, bytes, comm);
@@ -787,12 +891,90 @@ int shim_types_copy(const char *call, struct shim_buf *b, int to_device, size_t 
         n = b->bytes;
     if (n == 0)
         return MPI_SUCCESS;
-    cucopy_status_t st = layout_copy(to_device, b->layout, b->count, b->first, b->host, n);
+    /* A span's bytes hold holes too: n of them is all of the type map, else n
+     * bytes of it in type-map order (the first elements of a reduction). */
+    size_t all = (size_t)b->count * (size_t)b->layout->size;
+    if (b->span && (n == b->bytes || n > all))
+        n = all;
+    cucopy_status_t st = layout_copy(to_device, b->layout, b->count, b->first - b->tlb,
+                                     b->host, n, b->span, b->tlb);
     if (st != CUCOPY_OK)
         return shim_cucopy_error(comm, call,
                                  to_device ? "scattering the received message to device memory"
                                            : "gathering the device buffer into host memory");
     shim_stats_add(to_device, b->device, n);
+    return MPI_SUCCESS;
+}
+
+int shim_types_span(const char *call, struct shim_buf *b, MPI_Datatype dt, MPI_Comm comm)
+{
+    const struct shim_layout *L = b->layout;
+    /* Elements at k x ext from the buffer (ext may be negative), each
+     * [tlb, tlb + text): in range, shim_stage checked count x ext. */
+    MPI_Count last = (b->count - 1) * L->ext;
+    MPI_Count lo = L->tlb + (last < 0 ? last : 0), hi = L->tlb + L->text + (last > 0 ? last : 0);
+    size_t cap = 0;
+    int pinned = 0;
+    char *host = shim_pool_get((size_t)(hi - lo), &cap, &pinned);
+    if (host == NULL)
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no host memory for staging");
+    shim_pool_put(b->host, b->cap, b->pinned);
+    b->host = host;
+    b->cap = cap;
+    b->pinned = pinned;
+    b->first += lo; /* packed: first is the buffer argument */
+    b->tlb = (MPI_Aint)lo;
+    b->bytes = (size_t)(hi - lo);
+    b->ptype = dt;
+    b->span = 1;
+    return MPI_SUCCESS;
+}
+
+int shim_types_span_blocks(const char *call, struct shim_buf *b, int n, struct shim_array counts,
+                           struct shim_array displs, const MPI_Datatype types[], MPI_Comm comm)
+{
+    /* An uncached layout of its own: the blocks, each a reference to its
+     * type's cached layout (memory per peer, not per element). */
+    struct shim_layout *B = calloc(1, sizeof *B);
+    struct span_block *blocks = n > 0 ? calloc((size_t)n, sizeof *blocks) : NULL;
+    if (B == NULL || (n > 0 && blocks == NULL)) {
+        free(B);
+        free(blocks);
+        return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory for the blocks' layout");
+    }
+    B->dt = MPI_DATATYPE_NULL;
+    B->sigtype = MPI_DATATYPE_NULL;
+    B->basic = MPI_DATATYPE_NULL;
+    B->blocks = blocks;
+    atomic_init(&B->refs, 1);
+    int rc = MPI_SUCCESS;
+    for (int q = 0; q < n && rc == MPI_SUCCESS; q++) {
+        MPI_Count count = shim_array_at(counts, q);
+        if (count <= 0)
+            continue;
+        struct shim_layout *L = layout_get(types[q]);
+        if (L == NULL) {
+            rc = shim_error(comm, MPI_ERR_NO_MEM, call, "no memory to flatten the datatype");
+        } else if (L->refusal[0] != '\0') {
+            char what[300];
+            snprintf(what, sizeof what, "non-contiguous datatype on device memory: %s",
+                     L->refusal);
+            layout_unref(L);
+            rc = shim_error(comm, MPI_ERR_TYPE, call, what);
+        } else {
+            MPI_Aint disp = (MPI_Aint)shim_array_at(displs, q);
+            blocks[B->nblocks++] = (struct span_block){L, count, disp};
+            B->size += count * L->size;
+        }
+    }
+    if (rc != MPI_SUCCESS) {
+        layout_unref(B);
+        return rc;
+    }
+    b->layout = B;
+    b->count = 1;
+    b->ptype = MPI_DATATYPE_NULL; /* PMPI gets the user's per-peer types */
+    b->span = 1;
     return MPI_SUCCESS;
 }
 

@@ -770,38 +770,10 @@ static void test_errors(void)
     MPI_OK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
     MPI_OK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     struct buf s = mk(0, 4096), r = mk(ndev - 1, 4096);
-    MPI_Datatype column;
-    MPI_OK(MPI_Type_vector(8, 1, 4, MPI_INT, &column));
-    MPI_OK(MPI_Type_commit(&column));
     MPI_Request req = MPI_REQUEST_NULL;
-    /* Refused on every rank before anything is started: no request. A
-     * reduction between a vector type on device memory and host memory (on
-     * device memory alone it is staged: types_device.c). */
-    static int host_ints[64];
-    expect_error(ICALL(Iallreduce, host_ints, r.p, 1, column, MPI_SUM, comm, &req),
-                 MPI_ERR_TYPE, "MPI_Iallreduce",
-                 "Iallreduce of a vector type from host to device memory");
-    CHECK(req == MPI_REQUEST_NULL, "a refused Iallreduce made a request");
-    /* (MPI_Ibcast of it is staged packed: types_device.c.) */
-    {
-        struct vlay ones;
-        MPI_Datatype cols[VMAX];
-        for (int q = 0; q < nranks; q++) {
-            ones.counts[q] = 1;
-            ones.displs[q] = 0;
-            cols[q] = column;
-        }
-        vlay_widen(&ones);
-        expect_error(VCALL(Ialltoallw,
-                           (MPI_IN_PLACE, NULL, NULL, NULL, r.p, ones.counts, ones.displs, cols,
-                            comm, &req),
-                           (MPI_IN_PLACE, NULL, NULL, NULL, r.p, ones.ccounts, ones.cdispls, cols,
-                            comm, &req)),
-                     MPI_ERR_TYPE, "MPI_Ialltoallw",
-                     "Ialltoallw of a vector type on device memory");
-        CHECK(req == MPI_REQUEST_NULL, "a refused Ialltoallw made a request");
-    }
-    MPI_OK(MPI_Type_free(&column));
+    /* (A reduction between a vector type on device memory and host memory,
+     * and Ialltoallw's per-peer vector types on device memory, are staged
+     * layout-preserving: types_device.c.) */
 
     /* Iallgatherv into MPI_BOTTOM with a type of four ints at r's absolute
      * address, block q at displacement q + 1 of it: refused, no request. */

@@ -5,11 +5,14 @@
  * two devices per rank): the datatype zoo (vector, hvector, indexed,
  * hindexed, indexed_block, hindexed_block, struct of int + double, subarrays
  * in C and Fortran order, the x-face of a 3-D block, resized, a vector of
- * structs, dup, contiguous of a subarray) sent device to device, device to
- * host and host to device around the ring by every kind of point-to-point
- * call, partial receives, MPI_Get_count / MPI_Get_elements with the user's
- * type, the layout cache across MPI_Type_free, the collectives that stage
- * them, and the refusals with their messages.
+ * structs, dup, contiguous of a subarray, pair types inside vector and
+ * indexed types) sent device to device, device to host and host to device
+ * around the ring by every kind of point-to-point call, partial receives,
+ * MPI_Get_count / MPI_Get_elements with the user's type, the layout cache
+ * across MPI_Type_free, the collectives that stage them (packed), Alltoallw
+ * with a different type per peer and the reductions packing cannot run
+ * (layout-preserving: user ops, host memory in the call, struct and pair
+ * types, Reduce_scatter), and the refusals with their messages.
  *
  * The oracle is MPI itself on host memory: each buffer is a whole allocation
  * filled with a pattern (the receive buffer's is the canary), and the same
@@ -26,6 +29,7 @@
  */
 #include <mpi.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +88,9 @@ static unsigned char pattern(int seed, size_t i)
     return (unsigned char)(seed * 131 + i * 7 + (i >> 8) + 1);
 }
 
-/* Fill the whole allocation with pattern(seed); host memory @p h gets the same. */
-static void tb_fill(struct tbuf *b, int seed, char *h)
+/* Load the whole allocation from host memory @p h. */
+static void tb_load(struct tbuf *b, const char *h)
 {
-    for (size_t i = 0; i < b->len; i++)
-        h[i] = (char)pattern(seed, i);
     if (b->dev < 0) {
         memcpy(b->alloc, h, b->len);
         return;
@@ -98,6 +100,14 @@ static void tb_fill(struct tbuf *b, int seed, char *h)
     TD_CHECK(td.cuMemcpyHtoD((cdDevicePtr)(uintptr_t)b->alloc, h, b->len));
     TD_CHECK(td.cuCtxSynchronize());
     pop();
+}
+
+/* Fill the whole allocation with pattern(seed); host memory @p h gets the same. */
+static void tb_fill(struct tbuf *b, int seed, char *h)
+{
+    for (size_t i = 0; i < b->len; i++)
+        h[i] = (char)pattern(seed, i);
+    tb_load(b, h);
 }
 
 /* 1 when the whole allocation equals @p want; else the first difference
@@ -168,6 +178,7 @@ struct zoo {
 #define VMAX_RANKS 64
 static struct zoo zoo[ZOO_MAX];
 static int nzoo;
+static int zoo_pairs; /* the first of the pair types' entries */
 
 static void zoo_add(const char *name, MPI_Datatype dt, int count)
 {
@@ -288,6 +299,16 @@ static void zoo_make(void)
     MPI_OK(MPI_Type_contiguous_c(2, zoo[0].dt, &t));
     zoo_add("contiguous_c of vector", t, 2);
 #endif
+    /* Pair types (a hole in each: MPI_DOUBLE_INT after its int, MPI_SHORT_INT
+     * between its short and its int) inside non-contiguous types. */
+    zoo_pairs = nzoo;
+    MPI_OK(MPI_Type_vector(3, 1, 2, MPI_DOUBLE_INT, &t));
+    zoo_add("vector of MPI_DOUBLE_INT", t, 2);
+    {
+        int bl[2] = {2, 1}, disp[2] = {0, 3};
+        MPI_OK(MPI_Type_indexed(2, bl, disp, MPI_SHORT_INT, &t));
+        zoo_add("indexed of MPI_SHORT_INT", t, 2);
+    }
 }
 
 /* ---- point-to-point -------------------------------------------------------------------- */
@@ -850,6 +871,383 @@ static void test_reduce(void)
     }
 }
 
+/* ---- Alltoallw: a datatype per peer --------------------------------------------------- */
+
+/* Alltoallw's per-peer datatypes on device memory, staged layout-preserving:
+ * the type between ranks a and b is one of a list (a + b picks it, so both
+ * sides agree and each rank has a different one per peer): vector,
+ * indexed, subarray, resized vector, a vector of MPI_DOUBLE_INT and plain
+ * MPI_DOUBLE (one contiguous block among the others). Block q lies at a byte
+ * displacement with holes before, between and after the blocks. */
+enum wcoll { W_ALLTOALLW, W_IALLTOALLW, W_IN_PLACE, W_I_IN_PLACE, W_C, W_IC, WCOLLS };
+static const char *const wcoll_name[WCOLLS] = {"Alltoallw",          "Ialltoallw",
+                                               "Alltoallw in place", "Ialltoallw in place",
+                                               "Alltoallw_c",        "Ialltoallw_c"};
+
+struct wlay {
+    int counts[VMAX_RANKS], displs[VMAX_RANKS];
+    MPI_Datatype types[VMAX_RANKS];
+    size_t span;
+};
+
+static void w_layout(struct wlay *l)
+{
+    const struct zoo plain = {"MPI_DOUBLE", MPI_DOUBLE, 3};
+    const struct zoo *pick[] = {&zoo[0], &zoo[2], &zoo[7], &zoo[10], &zoo[zoo_pairs], &plain};
+    size_t off = 8; /* a hole before the first block */
+    for (int q = 0; q < nranks; q++) {
+        const struct zoo *z = pick[(rank + q) % (int)(sizeof pick / sizeof pick[0])];
+        l->counts[q] = z->count;
+        l->types[q] = z->dt;
+        l->displs[q] = (int)off;
+        off += span_of(z->dt, z->count);
+        off = ((off + 7) & ~(size_t)7) + 16; /* and one between blocks */
+    }
+    l->span = off;
+}
+
+static void run_w(enum wcoll k, char *s, char *r, const struct wlay *l)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int *c = l->counts, *d = l->displs;
+    const MPI_Datatype *t = l->types;
+    switch (k) {
+    case W_ALLTOALLW:
+        MPI_OK(MPI_Alltoallw(s, c, d, t, r, c, d, t, w));
+        break;
+    case W_IALLTOALLW:
+        MPI_OK(MPI_Ialltoallw(s, c, d, t, r, c, d, t, w, &req));
+        break;
+    case W_IN_PLACE:
+        MPI_OK(MPI_Alltoallw(MPI_IN_PLACE, NULL, NULL, NULL, r, c, d, t, w));
+        break;
+    case W_I_IN_PLACE:
+        MPI_OK(MPI_Ialltoallw(MPI_IN_PLACE, NULL, NULL, NULL, r, c, d, t, w, &req));
+        break;
+#if MPI_VERSION >= 4
+    case W_C:
+    case W_IC: {
+        MPI_Count cc[VMAX_RANKS];
+        MPI_Aint cd[VMAX_RANKS];
+        for (int q = 0; q < nranks; q++) {
+            cc[q] = c[q];
+            cd[q] = d[q];
+        }
+        if (k == W_C)
+            MPI_OK(MPI_Alltoallw_c(s, cc, cd, t, r, cc, cd, t, w));
+        else
+            MPI_OK(MPI_Ialltoallw_c(s, cc, cd, t, r, cc, cd, t, w, &req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE)); /* the arrays live until it completes */
+        break;
+    }
+#endif
+    default:
+        break;
+    }
+    MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+}
+
+static void test_alltoallw(void)
+{
+    struct wlay l;
+    w_layout(&l);
+    /* Send and receive buffers on the two devices, and one of them on host memory. */
+    static const int place[][2] = {{0, 1}, {-1, 1}, {0, -1}};
+    int seed = 0;
+    for (int k = 0; k < WCOLLS; k++) {
+        if ((k == W_C || k == W_IC) && MPI_VERSION < 4)
+            continue;
+#ifdef MPICH_VERSION
+        /* MPICH 4.0.2 fails this one on host memory already: MPI_ERR_TRUNCATE
+         * in MPI_Wait, its in-place algorithm receiving a whole block of one
+         * peer's type into another's (measured). */
+        if (k == W_I_IN_PLACE)
+            continue;
+#endif
+        for (size_t p = 0; p < sizeof place / sizeof place[0]; p++) {
+            int in_place = k == W_IN_PLACE || k == W_I_IN_PLACE;
+            if (in_place && p > 0)
+                continue; /* one buffer, on device memory */
+            int sdev = place[p][0] < 0 ? -1 : (rank + place[p][0]) % ndev;
+            int rdev = place[p][1] < 0 ? -1 : (rank + place[p][1]) % ndev;
+            struct tbuf s = tb_alloc(sdev, l.span), r = tb_alloc(rdev, l.span);
+            char *hs = malloc(s.len), *hr = malloc(r.len);
+            seed++;
+            tb_fill(&s, 40 + seed + 5 * rank, hs);
+            tb_fill(&r, 100 + seed + 3 * rank, hr);
+            run_w((enum wcoll)k, hs + PAD, hr + PAD, &l);
+            run_w((enum wcoll)k, s.origin, r.origin, &l);
+            EXPECT_SAME(&r, hr, "%s (send on %d, receive on %d): data or canaries",
+                        wcoll_name[k], sdev, rdev);
+            EXPECT_SAME(&s, hs, "%s (send on %d, receive on %d): the send buffer changed",
+                        wcoll_name[k], sdev, rdev);
+            free(hs);
+            free(hr);
+            tb_free(&s);
+            tb_free(&r);
+        }
+    }
+}
+
+/* ---- reductions on host memory's layout ------------------------------------------------- */
+
+/* Reductions that the packed staging cannot run, staged layout-preserving:
+ * a user-defined op on a struct {double, int} (a hole after the int), a
+ * user-defined MINLOC on a vector of MPI_DOUBLE_INT, a user-defined sum on
+ * a vector of doubles (which the packed staging would hand MPI_DOUBLE: the
+ * op must see its own type), and predefined ops on derived types (MPI_MINLOC
+ * on the vector of pairs, MPI_SUM on the vector of doubles with host memory
+ * in the call: what MPI does with them on host memory, the device must get,
+ * an error included). Every call runs with each buffer on device memory and
+ * with one of them on host memory; the oracle is the same call on host
+ * copies, byte for byte (canaries in every hole). */
+struct di {
+    double d;
+    int i;
+};
+
+static MPI_Datatype t_di, t_pairs, t_dvec;
+static _Atomic int op_wrong_type;
+
+/* struct di at 16-byte extents: d summed, i the largest. */
+static void op_di(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    if (*dt != t_di) {
+        op_wrong_type++;
+        return;
+    }
+    const struct di *a = in;
+    struct di *b = inout;
+    for (int e = 0; e < *len; e++) {
+        b[e].d += a[e].d;
+        if (a[e].i > b[e].i)
+            b[e].i = a[e].i;
+    }
+}
+
+/* Field j of element e of @p dt's test layout: t_pairs holds 3 pairs 32
+ * bytes apart in an extent of 80, t_dvec (zoo[0]) 4 doubles 24 apart in 80. */
+static char *field(char *base, MPI_Datatype dt, int e, int j)
+{
+    return dt == t_di ? base + e * 16 : base + e * 80 + j * (dt == t_pairs ? 32 : 24);
+}
+
+/* Apply @p one to field j of element e of @p in and @p inout (e < len,
+ * j < fields) when MPI called the op with @p own, its datatype. */
+static void op_fields(void *in, void *inout, const int *len, const MPI_Datatype *dt,
+                      MPI_Datatype own, int fields, void (*one)(char *a, char *b))
+{
+    if (*dt != own) {
+        op_wrong_type++;
+        return;
+    }
+    for (int e = 0; e < *len; e++)
+        for (int j = 0; j < fields; j++)
+            one(field(in, own, e, j), field(inout, own, e, j));
+}
+
+static void minloc_one(char *a, char *b)
+{
+    struct di x, y;
+    memcpy(&x.d, a, sizeof x.d);
+    memcpy(&x.i, a + 8, sizeof x.i);
+    memcpy(&y.d, b, sizeof y.d);
+    memcpy(&y.i, b + 8, sizeof y.i);
+    if (x.d < y.d || (x.d == y.d && x.i < y.i)) {
+        memcpy(b, &x.d, sizeof x.d); /* the pair's 12 bytes, not its hole */
+        memcpy(b + 8, &x.i, sizeof x.i);
+    }
+}
+
+static void sum_one(char *a, char *b)
+{
+    double x, y;
+    memcpy(&x, a, sizeof x);
+    memcpy(&y, b, sizeof y);
+    y += x;
+    memcpy(b, &y, sizeof y);
+}
+
+static void op_pairs_minloc(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    op_fields(in, inout, len, dt, t_pairs, 3, minloc_one);
+}
+
+static void op_dvec_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    op_fields(in, inout, len, dt, t_dvec, 4, sum_one);
+}
+
+struct rcase {
+    const char *name;
+    MPI_Datatype *dt;
+    MPI_Op op;
+    int fields, has_int;
+    int user; /* a user-defined op: MPI runs it on host memory */
+};
+
+/* Values in the type map's fields of @p n elements at @p base (small
+ * integers: sums exact, MINLOC ties broken by the index). */
+static void put_values(const struct rcase *rc, char *base, int n, int seed)
+{
+    for (int e = 0; e < n; e++)
+        for (int j = 0; j < rc->fields; j++) {
+            double d = (double)((seed * 7 + e * 3 + j * 5 + rank * 11) % 9) - 4.0;
+            int i = rank * 1000 + e * 10 + j;
+            char *at = field(base, *rc->dt, e, j);
+            memcpy(at, &d, sizeof d);
+            if (rc->has_int)
+                memcpy(at + 8, &i, sizeof i);
+        }
+}
+
+enum sred { S_ALLREDUCE, S_ALLREDUCE_IN_PLACE, S_REDUCE, S_REDUCE_SCATTER, S_SCAN, S_IALLREDUCE,
+            S_REDUCE_LOCAL, SREDS };
+static const char *const sred_name[SREDS] = {"Allreduce", "Allreduce in place", "Reduce",
+                                             "Reduce_scatter", "Scan", "Iallreduce",
+                                             "Reduce_local"};
+
+/* Elements of the send and receive buffers of call @p k (count 2). */
+static int sred_count(enum sred k, int recv)
+{
+    if (k != S_REDUCE_SCATTER)
+        return 2;
+    return recv ? rank + 1 : nranks * (nranks + 1) / 2; /* rank q gets q + 1 */
+}
+
+static int run_sred(enum sred k, char *s, char *r, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int counts[VMAX_RANKS], rc = MPI_SUCCESS;
+    for (int q = 0; q < nranks; q++)
+        counts[q] = q + 1;
+    switch (k) {
+    case S_ALLREDUCE:
+        rc = MPI_Allreduce(s, r, 2, dt, op, comm);
+        break;
+    case S_ALLREDUCE_IN_PLACE:
+        rc = MPI_Allreduce(MPI_IN_PLACE, r, 2, dt, op, comm);
+        break;
+    case S_REDUCE:
+        rc = MPI_Reduce(s, r, 2, dt, op, nranks - 1, comm);
+        break;
+    case S_REDUCE_SCATTER:
+        rc = MPI_Reduce_scatter(s, r, counts, dt, op, comm);
+        break;
+    case S_SCAN:
+        rc = MPI_Scan(s, r, 2, dt, op, comm);
+        break;
+    case S_IALLREDUCE:
+        rc = MPI_Iallreduce(s, r, 2, dt, op, comm, &req);
+        break;
+    case S_REDUCE_LOCAL:
+        rc = MPI_Reduce_local(s, r, 2, dt, op); /* MPI_COMM_WORLD's handler */
+        break;
+    default:
+        break;
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    return rc;
+}
+
+static int error_class(int rc)
+{
+    int cls = rc;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &cls);
+    return cls;
+}
+
+static void test_reduce_span(void)
+{
+    MPI_Comm comm;
+    MPI_OK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    MPI_OK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    {
+        int bl[2] = {1, 1};
+        MPI_Aint disp[2] = {offsetof(struct di, d), offsetof(struct di, i)};
+        MPI_Datatype types[2] = {MPI_DOUBLE, MPI_INT}, u;
+        MPI_OK(MPI_Type_create_struct(2, bl, disp, types, &u));
+        MPI_OK(MPI_Type_create_resized(u, 0, sizeof(struct di), &t_di));
+        MPI_OK(MPI_Type_free(&u));
+        MPI_OK(MPI_Type_commit(&t_di));
+    }
+    t_pairs = zoo[zoo_pairs].dt;
+    t_dvec = zoo[0].dt;
+    MPI_Op u_di, u_minloc, u_sum;
+    MPI_OK(MPI_Op_create(op_di, 1, &u_di));
+    MPI_OK(MPI_Op_create(op_pairs_minloc, 1, &u_minloc));
+    MPI_OK(MPI_Op_create(op_dvec_sum, 1, &u_sum));
+    const struct rcase cases[] = {
+        {"struct {double, int}, a user op", &t_di, u_di, 1, 1, 1},
+        {"vector of MPI_DOUBLE_INT, a user MINLOC", &t_pairs, u_minloc, 3, 1, 1},
+        {"vector of MPI_DOUBLE_INT, MPI_MINLOC", &t_pairs, MPI_MINLOC, 3, 1, 0},
+        {"vector of double, a user sum", &t_dvec, u_sum, 4, 0, 1},
+        {"vector of double, MPI_SUM", &t_dvec, MPI_SUM, 4, 0, 0},
+    };
+    /* Both buffers on device memory (the two devices), the send one on host, the receive one. */
+    static const int place[][2] = {{0, 1}, {-1, 1}, {0, -1}};
+    int seed = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const struct rcase *rc = &cases[c];
+        for (int k = 0; k < SREDS; k++)
+            for (size_t p = 0; p < sizeof place / sizeof place[0]; p++) {
+                if (k == S_ALLREDUCE_IN_PLACE && place[p][1] < 0)
+                    continue; /* one buffer: on device memory */
+                /* MPI_SUM on a vector of doubles where a rank's buffers are all on
+                 * device memory is staged packed (test_reduce: it runs there, where
+                 * MPI refuses it on host memory): here a host send buffer on every
+                 * rank. */
+                if (!rc->user && *rc->dt == t_dvec && (place[p][0] >= 0 ||
+                                                       k == S_ALLREDUCE_IN_PLACE))
+                    continue;
+                int sdev = place[p][0] < 0 ? -1 : (rank + place[p][0]) % ndev;
+                int rdev = place[p][1] < 0 ? -1 : (rank + place[p][1]) % ndev;
+                int sn = sred_count((enum sred)k, 0), rn = sred_count((enum sred)k, 1);
+                struct tbuf s = tb_alloc(sdev, span_of(*rc->dt, sn));
+                struct tbuf r = tb_alloc(rdev, span_of(*rc->dt, k == S_ALLREDUCE_IN_PLACE ? sn
+                                                                                          : rn));
+                char *hs = malloc(s.len), *hr = malloc(r.len);
+                seed++;
+                for (size_t i = 0; i < s.len; i++)
+                    hs[i] = (char)pattern(20 + seed + 5 * rank, i);
+                for (size_t i = 0; i < r.len; i++)
+                    hr[i] = (char)pattern(80 + seed + 3 * rank, i);
+                put_values(rc, hs + PAD, sn, seed);
+                put_values(rc, hr + PAD, k == S_ALLREDUCE_IN_PLACE ? sn : rn, seed + 1);
+                tb_load(&s, hs);
+                tb_load(&r, hr);
+                int want = error_class(run_sred((enum sred)k, hs + PAD, hr + PAD, *rc->dt,
+                                                rc->op, comm));
+                int got = error_class(run_sred((enum sred)k, s.origin, r.origin, *rc->dt,
+                                               rc->op, comm));
+                CHECK(!rc->user || want == MPI_SUCCESS, "%s of %s on host memory: class %d",
+                      sred_name[k], rc->name, want);
+                CHECK(got == want, "%s of %s (send on %d, receive on %d): class %d, on host %d",
+                      sred_name[k], rc->name, sdev, rdev, got, want);
+                EXPECT_SAME(&r, hr, "%s of %s (send on %d, receive on %d): data or canaries",
+                            sred_name[k], rc->name, sdev, rdev);
+                EXPECT_SAME(&s, hs, "%s of %s (send on %d, receive on %d): send buffer changed",
+                            sred_name[k], rc->name, sdev, rdev);
+                free(hs);
+                free(hr);
+                tb_free(&s);
+                tb_free(&r);
+            }
+    }
+    CHECK(op_wrong_type == 0, "a user op was called with another datatype than its own (%d)",
+          (int)op_wrong_type);
+    MPI_OK(MPI_Op_free(&u_di));
+    MPI_OK(MPI_Op_free(&u_minloc));
+    MPI_OK(MPI_Op_free(&u_sum));
+    MPI_OK(MPI_Type_free(&t_di));
+    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    MPI_Comm_free(&comm);
+}
+
 /* ---- threads --------------------------------------------------------------------------- */
 
 /* MPI_THREAD_MULTIPLE: threads exchanging at once, each with a shared zoo
@@ -912,47 +1310,34 @@ static void test_refused(void)
     char *hs = malloc(s.len), *hr = malloc(r.len);
     tb_fill(&s, 3, hs);
     tb_fill(&r, 4, hr);
-    static char host[4096];
-    expect_refusal(MPI_Allreduce(host, r.origin, v->count, v->dt, MPI_SUM, comm),
-                   "MPI_Allreduce", "between a non-contiguous datatype on device memory and host");
-    /* Reduce_local has no communicator: MPI_COMM_WORLD's handler. */
-    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    expect_refusal(MPI_Reduce_local(s.origin, host, v->count, v->dt, MPI_SUM),
-                   "MPI_Reduce_local", "between a non-contiguous datatype on device memory and");
-    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
-    const struct zoo *mixed = &zoo[6]; /* int + double */
-    expect_refusal(MPI_Allreduce(s.origin, r.origin, 1, mixed->dt, MPI_SUM, comm),
-                   "MPI_Allreduce", "basic types are not all one predefined type");
-    int ones[VMAX_RANKS];
-    for (int q = 0; q < nranks && q < VMAX_RANKS; q++)
-        ones[q] = 1;
-    expect_refusal(MPI_Reduce_scatter(s.origin, r.origin, ones, v->dt, MPI_SUM, comm),
-                   "MPI_Reduce_scatter", "with per-rank counts");
+    /* (Reductions mixing host and device memory, several basic types, pair
+     * types, per-rank counts, and Alltoallw's per-peer types are staged:
+     * test_reduce_span, test_alltoallw.) A v collective's blocks of a type
+     * whose extent is below its size (elements overlapping) on device
+     * memory: refused on every rank (each has such a receive buffer). */
     int *counts = malloc(sizeof(int) * (size_t)nranks);
     int *displs = malloc(sizeof(int) * (size_t)nranks);
-    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)nranks);
-    MPI_Aint lb, ext;
-    MPI_OK(MPI_Type_get_extent(v->dt, &lb, &ext));
-    for (int q = 0; q < nranks; q++) {
-        counts[q] = 1;
-        displs[q] = q * (int)ext; /* bytes */
-        types[q] = v->dt;
+    {
+        MPI_Datatype pair, narrow;
+        MPI_OK(MPI_Type_vector(2, 1, 2, MPI_INT, &pair));
+        MPI_OK(MPI_Type_create_resized(pair, 0, sizeof(int), &narrow));
+        MPI_OK(MPI_Type_free(&pair));
+        MPI_OK(MPI_Type_commit(&narrow));
+        for (int q = 0; q < nranks; q++) {
+            counts[q] = 1;
+            displs[q] = 4 * q;
+        }
+        static int two[2];
+        expect_refusal(MPI_Allgatherv(two, 2, MPI_INT, r.origin, counts, displs, narrow, comm),
+                       "MPI_Allgatherv", "whose extent is below its size");
+        MPI_OK(MPI_Type_free(&narrow));
     }
-    expect_refusal(MPI_Alltoallw(s.origin, counts, displs, types, r.origin, counts, displs,
-                                 types, comm),
-                   "MPI_Alltoallw", "in Alltoallw");
-    free(types);
     MPI_Datatype t;
     int gsizes[1] = {64}, distribs[1] = {MPI_DISTRIBUTE_CYCLIC}, dargs[1] = {2}, psizes[1] = {2};
     MPI_OK(MPI_Type_create_darray(2, rank % 2, 1, gsizes, distribs, dargs, psizes, MPI_ORDER_C,
                                   MPI_CHAR, &t));
     MPI_OK(MPI_Type_commit(&t));
     expect_refusal(MPI_Send(s.origin, 1, t, to_rank(), 5000, comm), "MPI_Send", "darray");
-    MPI_OK(MPI_Type_free(&t));
-    MPI_OK(MPI_Type_vector(2, 1, 2, MPI_DOUBLE_INT, &t));
-    MPI_OK(MPI_Type_commit(&t));
-    expect_refusal(MPI_Send(s.origin, 1, t, to_rank(), 5000, comm), "MPI_Send",
-                   "a basic type with holes");
     MPI_OK(MPI_Type_free(&t));
     EXPECT_SAME(&s, hs, "a refused call wrote a device buffer");
     EXPECT_SAME(&r, hr, "a refused call wrote a device buffer");
@@ -981,6 +1366,8 @@ int main(int argc, char **argv)
     RUN(vcoll);
     RUN(vblocks);
     RUN(reduce);
+    RUN(alltoallw);
+    RUN(reduce_span);
     RUN(threads);
     RUN(refused);
     for (int z = 0; z < nzoo; z++)
