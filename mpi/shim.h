@@ -348,6 +348,20 @@ int shim_coll_end(struct shim_coll *c, int rc);
 /* Release the staging memory (PMPI failed, nothing to copy back). */
 void shim_coll_release(struct shim_coll *c);
 
+/* For the neighborhood collectives (shim_neigh.c), which stage their buffers
+ * as the v forms do. Start call @p call on intracommunicator @p comm: 0 when
+ * it goes straight to PMPI (as the shim_coll_X functions' start). */
+int shim_coll_start(struct shim_coll *c, const char *call, MPI_Comm comm);
+/* Stage buffer @p i of @p c as @p n blocks, as the v forms do: block q is
+ * counts[q] elements of @p type at displs[q] extents of it, or (@p types not
+ * NULL, Alltoallw) of types[q] at displs[q] bytes; every block with a count
+ * above 0 is copied in now (@p dir SHIM_TO_MPI) or back after the call
+ * (SHIM_FROM_MPI), nothing else. On an error the buffers of @p c are
+ * released. */
+int shim_coll_stage_blocks(struct shim_coll *c, int i, const void *buf, int n,
+                           struct shim_array counts, struct shim_array displs, MPI_Datatype type,
+                           const MPI_Datatype types[], int dir);
+
 /*
  * The collective wrappers that have blocking, nonblocking and persistent
  * forms, from one list: the blocking MPI_X (shim_coll.c), the nonblocking
@@ -654,6 +668,18 @@ int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
  * staging memory is released. Without memory for the record, the request is
  * completed here, as shim_rec_add does. */
 int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c);
+
+/* The end of a nonblocking collective's wrapper whose PMPI_IX returned @p rc
+ * on the staging of @p c: the request *req recorded (shim_rec_add_coll), or,
+ * when PMPI_IX failed, the staging released and @p rc returned. */
+static inline int shim_coll_started(struct shim_coll *c, int rc, MPI_Request *req)
+{
+    if (rc != MPI_SUCCESS) {
+        shim_coll_release(c);
+        return rc;
+    }
+    return shim_rec_add_coll(req, c);
+}
 
 /* Keep @p mem (malloc'd), which MPI reads until request *req completes,
  * alive until then: it is freed with the request's record, made for it if
