@@ -149,6 +149,18 @@ static int neigh_topology(struct neigh *t, const char *call, MPI_Comm comm, int 
     return MPI_SUCCESS;
 }
 
+int shim_neigh_degrees(MPI_Comm comm, int *in, int *out)
+{
+    struct neigh t;
+    int found = 0;
+    if (neigh_topology(&t, "MPI_Neighbor_alltoallw", comm, &found) != MPI_SUCCESS || !found)
+        return 0;
+    *in = t.in;
+    *out = t.out;
+    neigh_free(&t);
+    return 1;
+}
+
 /* ---- what one call stages ------------------------------------------------------- */
 
 /* One buffer of a call: its blocks are counts[q] (or count each) elements at
