@@ -24,6 +24,9 @@
  *                    the envelope, the chunk streams, the receive-side check
  *   shim_types.c     non-contiguous datatypes: flattening, the layout cache,
  *                    MPI_Type_free, packing and unpacking on the device
+ *   shim_neigh.c     neighborhood collectives (MPI_Neighbor_*, MPI_Ineighbor_*),
+ *                    staged as the v forms, the blocks from the topology
+ *   shim_pack.c      MPI_Pack, MPI_Unpack and their external forms
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
