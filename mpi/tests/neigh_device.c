@@ -29,7 +29,9 @@
  *
  * Without the shim the first device call (MPI_Neighbor_allgather on the
  * periodic Cartesian communicator, the "cart" part) faults inside MPI: the
- * negative control (mpi/tests/CMakeLists.txt).
+ * negative control (mpi/tests/CMakeLists.txt). The argument "blocking" or
+ * "nonblocking" runs every part in that form only (the CUCOPY_MPI_STAGE
+ * tests: classes coll and icoll).
  *
  * Prints "neigh_device: rank R: PASS" or "FAILED ..." lines; exit status 1
  * on a failure.
@@ -333,6 +335,10 @@ static const int nplaces[][2] = {{0, 1}, {1, 0}, {1, 1}, {HOST, 1}, {0, HOST}};
 
 static int nulls_seen;
 
+/* The forms run: 1 blocking, 2 nonblocking (the "blocking" and "nonblocking"
+ * arguments, for the CUCOPY_MPI_STAGE tests: classes coll and icoll), 3 both. */
+static int modes = 3;
+
 /* MPICH 4.0.2's int-count MPI_Neighbor_alltoallw and Ineighbor_alltoallw
  * move the wrong bytes, on host memory too, on a rank whose in-degree is not
  * its out-degree (measured 2026-12-01; its _c form is right): the shim
@@ -381,7 +387,7 @@ static void all_calls(MPI_Comm comm, int cart, const char *name)
         for (size_t p = 0; p < NNPLACES; p++) {
             int sd = PDEV(nplaces[p][0]), rd = PDEV(nplaces[p][1]);
             struct call c[NOPS];
-            for (int op = 0; op < NOPS; op++) {
+            for (int op = 0; op < NOPS && (modes & 1); op++) {
                 if (skipped(op, lc))
                     continue;
                 setup(&c[op], op, &nb, cart, sd, rd, op + (int)p, MPI_DATATYPE_NULL);
@@ -391,6 +397,8 @@ static void all_calls(MPI_Comm comm, int cart, const char *name)
                 check(&c[op], form);
             }
             MPI_Request req[2 * NOPS];
+            if (!(modes & 2))
+                continue;
             for (int op = 0; op < NOPS; op++) {
                 req[2 * op] = req[2 * op + 1] = MPI_REQUEST_NULL;
                 if (skipped(op, lc))
@@ -422,6 +430,8 @@ static void all_calls(MPI_Comm comm, int cart, const char *name)
     MPI_OK(MPI_Type_create_resized(vec, 0, 3 * sizeof(int), &vec3));
     MPI_OK(MPI_Type_commit(&vec3));
     for (int nbk = 0; nbk < 2; nbk++) {
+        if (!(modes & (1 << nbk)))
+            continue;
         struct call c;
         MPI_Request req[2];
         setup(&c, ALLTOALL, &nb, cart, 0, ndev - 1, 99 + nbk, vec3);
@@ -502,15 +512,17 @@ static void test_errors(void)
     MPI_OK(MPI_Type_vector(8, 1, 4, MPI_INT, &column));
     MPI_OK(MPI_Type_commit(&column));
     cols[0] = cols[1] = column;
-    expect_error(MPI_Neighbor_alltoallw(d.p, counts, displs, cols, hbuf, counts, displs, ints,
-                                        comm),
-                 MPI_ERR_TYPE, "MPI_Neighbor_alltoallw",
-                 "Neighbor_alltoallw of a vector type on device memory");
+    if (modes & 1)
+        expect_error(MPI_Neighbor_alltoallw(d.p, counts, displs, cols, hbuf, counts, displs,
+                                            ints, comm),
+                     MPI_ERR_TYPE, "MPI_Neighbor_alltoallw",
+                     "Neighbor_alltoallw of a vector type on device memory");
     MPI_Request req = MPI_REQUEST_NULL;
-    expect_error(MPI_Ineighbor_alltoallw(hbuf, counts, displs, ints, d.p, counts, displs, cols,
-                                         comm, &req),
-                 MPI_ERR_TYPE, "MPI_Ineighbor_alltoallw",
-                 "Ineighbor_alltoallw into a vector type on device memory");
+    if (modes & 2)
+        expect_error(MPI_Ineighbor_alltoallw(hbuf, counts, displs, ints, d.p, counts, displs,
+                                             cols, comm, &req),
+                     MPI_ERR_TYPE, "MPI_Ineighbor_alltoallw",
+                     "Ineighbor_alltoallw into a vector type on device memory");
     CHECK(req == MPI_REQUEST_NULL, "a refused Ineighbor_alltoallw made a request");
     verify(&d, "a refused neighborhood call's buffer");
     MPI_OK(MPI_Type_free(&column));
@@ -525,6 +537,10 @@ int main(int argc, char **argv)
     if (nranks > NMAX - 2) {
         fprintf(stderr, "neigh_device: at most %d ranks\n", NMAX - 2);
         MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    if (strcmp(only, "blocking") == 0 || strcmp(only, "nonblocking") == 0) {
+        modes = only[0] == 'b' ? 1 : 2;
+        only = "all";
     }
     MPI_OK(MPI_Type_contiguous(3, MPI_INT, &tri));
     MPI_OK(MPI_Type_commit(&tri));
