@@ -1510,6 +1510,30 @@ P2P_ENTRY(mpi_ineighbor_alltoallw, MPI_INEIGHBOR_ALLTOALLW,
           f_neighbor_alltoallw(NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
                                rtypes, comm, req, ierr))
 
+/*
+ * MPI_Pack and MPI_Unpack (Open MPI's call PMPI_Pack and PMPI_Unpack): while
+ * the shim does not stage p2p the MPI's own entry point, else the shim's C
+ * wrapper of shim_pack.c with the handles converted (MPI_BOTTOM in both
+ * buffers); the position is a Fortran INTEGER, a C int here. (Not the
+ * external forms: their datarep is a Fortran string.)
+ */
+#define PACK_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                        \
+    P2P_ENTRY(lower, UPPER, PARAMS,                                           \
+              if (SHIM_LIKELY(!shim_p2p_active())) ((void (*) PARAMS)NEXT) ARGS; \
+              else set_ierr(ierr, C_CALL))
+PACK_ENTRY(mpi_pack, MPI_PACK,
+           (void *inbuf, fint *incount, fint *dt, void *outbuf, fint *outsize, fint *position,
+            fint *comm, fint *ierr),
+           (inbuf, incount, dt, outbuf, outsize, position, comm, ierr),
+           MPI_Pack(BUF_ARG(inbuf), *incount, F_TYPE(dt), BUF_ARG(outbuf), *outsize, position,
+                    F_COMM(comm)))
+PACK_ENTRY(mpi_unpack, MPI_UNPACK,
+           (void *inbuf, fint *insize, fint *position, void *outbuf, fint *outcount, fint *dt,
+            fint *comm, fint *ierr),
+           (inbuf, insize, position, outbuf, outcount, dt, comm, ierr),
+           MPI_Unpack(BUF_ARG(inbuf), *insize, position, BUF_ARG(outbuf), *outcount, F_TYPE(dt),
+                      F_COMM(comm)))
+
 /* Not here: the persistent collectives (MPI-4; refused on device memory in C). */
 
 /*

@@ -13,7 +13,8 @@
 # graph, device buffers compared with the same calls on host buffers) under
 # LD_PRELOAD at -n 2, 3 and 4 (ranks share the GPUs); f_neigh in each
 # Fortran binding built, at -n 2; pack_device (Pack, Unpack, the external
-# forms, a device MPI_PACKED message) at -n 2; the negative controls without
+# forms, a device MPI_PACKED message) at -n 2, and f_pack in each Fortran
+# binding built; the negative controls without
 # the shim (MPI_Neighbor_allgather, MPI_Pack, the Fortran
 # MPI_Neighbor_allgather on device memory must fault in MPI). Prints
 # PASS/FAIL per check; exit status 1 if any failed.
@@ -38,4 +39,7 @@ done
     check mpi_shim_fortran_neigh_negative_control fault 2 no mpi_shim_fneigh_usempi
 check mpi_shim_pack_n2 pass 2 yes mpi_shim_pack_device
 check mpi_shim_pack_negative_control fault 2 no mpi_shim_pack_device local
+for b in mpifh usempi f08; do
+    [[ -x $build/bin/mpi_shim_fpack_$b ]] && check mpi_shim_fortran_pack_$b pass 2 yes mpi_shim_fpack_$b
+done
 exit $failed
