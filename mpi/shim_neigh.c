@@ -3,7 +3,8 @@
  * Neighborhood collectives (issue 13): MPI_Neighbor_allgather,
  * Neighbor_allgatherv, Neighbor_alltoall, Neighbor_alltoallv and
  * Neighbor_alltoallw, their nonblocking MPI_Ineighbor_* forms, and the
- * large-count _c forms of both on an MPI-4 library.
+ * large-count _c forms of both on an MPI-4 library, where the persistent
+ * forms (MPI_Neighbor_*_init) refuse device buffers.
  *
  * A buffer of a neighborhood collective is one block per neighbour of the
  * communicator's topology: recvbuf has one per source (the in-degree),
@@ -382,4 +383,22 @@ NEIGH_FAMILY(INEIGH_NM, , int, int, INEIGH_RUN, INEIGH_XP, INEIGH_XA)
 #if SHIM_LARGE_COUNT
 NEIGH_FAMILY(NEIGH_NM, _c, MPI_Count, MPI_Aint, NEIGH_RUN, SHIM_NONE, SHIM_NONE)
 NEIGH_FAMILY(INEIGH_NM, _c, MPI_Count, MPI_Aint, INEIGH_RUN, INEIGH_XP, INEIGH_XA)
+
+/*
+ * The persistent forms (MPI-4: MPI_Neighbor_allgather_init & co.): a device
+ * buffer is refused with MPI_ERR_BUFFER before a request is made, as the
+ * other persistent collectives' are (shim_icoll.c); host buffers pass
+ * through. Class icoll, as theirs.
+ */
+#define PNEIGH_RUN(KIND, PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
+    SHIM_COLL_BEGIN(SHIM_CLASS_ICOLL, PREP, PMPI_CALL_USER);   \
+    shim_coll_release(&c);                                     \
+    return shim_error(c.comm, MPI_ERR_BUFFER, c.call,          \
+                      "persistent neighborhood collectives on device buffers are " \
+                      "not supported (yet)")
+#define PNEIGH_XP() , MPI_Info info, MPI_Request *req
+#define PNEIGH_XA() , info, req
+
+NEIGH_FAMILY(NEIGH_NM, _init, int, int, PNEIGH_RUN, PNEIGH_XP, PNEIGH_XA)
+NEIGH_FAMILY(NEIGH_NM, _init_c, MPI_Count, MPI_Aint, PNEIGH_RUN, PNEIGH_XP, PNEIGH_XA)
 #endif

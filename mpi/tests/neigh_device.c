@@ -19,7 +19,9 @@
  * of order with gaps between them, per-neighbour counts (some zero), and for
  * alltoallw int, double and a contiguous type of three ints per neighbour at
  * byte displacements; Neighbor_alltoall of a vector type too (staged packed,
- * its holes keep the canary). Every buffer (guards, gaps, the blocks of
+ * its holes keep the canary). On an MPI-4 library the persistent
+ * MPI_Neighbor_allgather_init refuses a device buffer (MPI_ERR_BUFFER naming
+ * the call, no request) and works on host buffers. Every buffer (guards, gaps, the blocks of
  * MPI_PROC_NULL neighbours) holds a canary that differs call by call; after
  * each call the device buffer is read back whole and compared with what the
  * same call on host buffers left in them (MPI is the reference: blocks where
@@ -524,6 +526,27 @@ static void test_errors(void)
                      MPI_ERR_TYPE, "MPI_Ineighbor_alltoallw",
                      "Ineighbor_alltoallw into a vector type on device memory");
     CHECK(req == MPI_REQUEST_NULL, "a refused Ineighbor_alltoallw made a request");
+#if MPI_VERSION >= 4
+    /* The persistent forms: a device buffer refused (MPI_ERR_BUFFER, no
+     * request), host buffers work: each rank gets its two neighbours' ranks. */
+    if (modes & 2) {
+        expect_error(MPI_Neighbor_allgather_init(hbuf, 1, MPI_INT, d.p, 1, MPI_INT, comm,
+                                                 MPI_INFO_NULL, &req),
+                     MPI_ERR_BUFFER, "MPI_Neighbor_allgather_init",
+                     "Neighbor_allgather_init into device memory");
+        CHECK(req == MPI_REQUEST_NULL, "a refused Neighbor_allgather_init made a request");
+        int me = rank, got[2] = {-1, -1}, src[2];
+        MPI_OK(MPI_Cart_shift(comm, 0, 1, &src[0], &src[1]));
+        MPI_OK(MPI_Neighbor_allgather_init(&me, 1, MPI_INT, got, 1, MPI_INT, comm, MPI_INFO_NULL,
+                                           &req));
+        MPI_OK(MPI_Start(&req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        MPI_OK(MPI_Request_free(&req));
+        CHECK(got[0] == src[0] && got[1] == src[1],
+              "host Neighbor_allgather_init: got %d %d, want %d %d", got[0], got[1], src[0],
+              src[1]);
+    }
+#endif
     verify(&d, "a refused neighborhood call's buffer");
     MPI_OK(MPI_Type_free(&column));
     MPI_OK(MPI_Comm_free(&comm));
