@@ -12,7 +12,8 @@
  * (MPI_Dist_graph_create_adjacent) with in-degrees other than the
  * out-degrees (rank 0 sends twice to rank 1, ranks send to every higher
  * rank, the last to rank 0; at -n 2 and more some rank has in-degree 1 and
- * out-degree 2), every call: MPI_Neighbor_allgather, _allgatherv, _alltoall,
+ * out-degree 2) and one of 18 neighbours each way (9 edges to each ring
+ * neighbour: more than the shim keeps on its stack), every call: MPI_Neighbor_allgather, _allgatherv, _alltoall,
  * _alltoallv, _alltoallw, blocking and nonblocking (MPI_Ineighbor_*: all five
  * outstanding at once, one Waitall), and their _c forms on an MPI-4 library;
  * device send and receive buffers (and one of them on the host), blocks out
@@ -41,7 +42,7 @@
 #define COLL_PROG "neigh_device"
 #include "coll_prog.h"
 
-#define NMAX 16 /* most neighbours of one rank */
+#define NMAX 24 /* most neighbours of one rank */
 
 /* ---- the topologies ----------------------------------------------------------------- */
 
@@ -112,13 +113,21 @@ static int dist_edge(int a, int b)
     return (a < b) + (a == nranks - 1 && b == 0) + (a == 0 && b == 1);
 }
 
-static MPI_Comm make_dist_graph(void)
+/* Edges a -> b: 9 to each ring neighbour (18 to the other rank at -n 2):
+ * more neighbours than the shim keeps on its stack. */
+static int many_edge(int a, int b)
+{
+    return 9 * (b == (a + 1) % nranks) + 9 * (b == (a + nranks - 1) % nranks);
+}
+
+/* A distributed graph of the edges @p edge(a, b) counts. */
+static MPI_Comm make_dist_graph(int (*edge)(int, int))
 {
     int src[NMAX], dst[NMAX], in = 0, out = 0;
     for (int q = 0; q < nranks; q++) {
-        for (int k = dist_edge(q, rank); k > 0; k--)
+        for (int k = edge(q, rank); k > 0; k--)
             src[in++] = q;
-        for (int k = dist_edge(rank, q); k > 0; k--)
+        for (int k = edge(rank, q); k > 0; k--)
             dst[out++] = q;
     }
     /* Weighted (MPI_UNWEIGHTED is an odd pointer GCC's access checks flag). */
@@ -480,21 +489,33 @@ static void test_graph(void)
     MPI_OK(MPI_Comm_free(&comm));
 }
 
-static void test_dist_graph(void)
+/* Every call on distributed graph @p comm (the int Neighbor_alltoallw where
+ * this MPI gets it right). */
+static void dist_graph_calls(MPI_Comm comm, const char *name)
 {
-    MPI_Comm comm = make_dist_graph();
     struct nbrs nb = nbrs_of(comm);
-    int unequal = nb.in != nb.out, any = 0;
-    MPI_OK(MPI_Allreduce(&unequal, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
-    CHECK(any, "no rank of the distributed graph has in-degree != out-degree");
     skip_int_w = int_w_broken(comm, &nb);
     if (skip_int_w)
         printf("neigh_device: rank %d: this MPI's int-count MPI_Neighbor_alltoallw is wrong on "
                "host memory on a distributed graph with unequal degrees (its _c form is "
                "right): the int form of (I)Neighbor_alltoallw is skipped there\n",
                rank);
-    all_calls(comm, 0, "distributed graph");
+    all_calls(comm, 0, name);
     skip_int_w = 0;
+}
+
+static void test_dist_graph(void)
+{
+    MPI_Comm comm = make_dist_graph(dist_edge);
+    struct nbrs nb = nbrs_of(comm);
+    int unequal = nb.in != nb.out, any = 0;
+    MPI_OK(MPI_Allreduce(&unequal, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
+    CHECK(any, "no rank of the distributed graph has in-degree != out-degree");
+    dist_graph_calls(comm, "distributed graph");
+    MPI_OK(MPI_Comm_free(&comm));
+    /* 18 neighbours each way. */
+    comm = make_dist_graph(many_edge);
+    dist_graph_calls(comm, "distributed graph of 18 neighbours");
     MPI_OK(MPI_Comm_free(&comm));
 }
 
