@@ -364,9 +364,10 @@ int shim_coll_start(struct shim_coll *c, const char *call, MPI_Comm comm);
 int shim_coll_stage_blocks(struct shim_coll *c, int i, const void *buf, int n,
                            struct shim_array counts, struct shim_array displs, MPI_Datatype type,
                            const MPI_Datatype types[], int dir);
-/* The in- and out-degree of @p comm's topology (shim_neigh.c): 1, or 0 when
- * it has none (or is not a valid communicator: MPI's to report). */
-int shim_neigh_degrees(MPI_Comm comm, int *in, int *out);
+/* The in- and out-degree of @p comm's topology (shim_neigh.c) for call
+ * @p call: 1, or 0 when it has none (or is not a valid communicator: MPI's
+ * to report; or no memory: raised on @p comm). */
+int shim_neigh_degrees(MPI_Comm comm, const char *call, int *in, int *out);
 
 /*
  * The collective wrappers that have blocking, nonblocking and persistent

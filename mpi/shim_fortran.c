@@ -1467,7 +1467,7 @@ static void f_neighbor_alltoallw(void *fn, void *sbuf, fint *scounts, MPI_Aint *
     MPI_Comm c = F_COMM(comm);
     int in = 0, out = 0;
     if (SHIM_LIKELY(!shim_active_for(req == NULL ? SHIM_CLASS_COLL : SHIM_CLASS_ICOLL)) ||
-        c == NULL || c == MPI_COMM_NULL || !shim_neigh_degrees(c, &in, &out)) {
+        c == NULL || c == MPI_COMM_NULL || !shim_neigh_degrees(c, call, &in, &out)) {
         if (req == NULL)
             ((f_nalltoallw_fn)fn)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
                                   rtypes, comm, ierr);

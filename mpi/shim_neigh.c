@@ -150,11 +150,11 @@ static int neigh_topology(struct neigh *t, const char *call, MPI_Comm comm, int 
     return MPI_SUCCESS;
 }
 
-int shim_neigh_degrees(MPI_Comm comm, int *in, int *out)
+int shim_neigh_degrees(MPI_Comm comm, const char *call, int *in, int *out)
 {
     struct neigh t;
     int found = 0;
-    if (neigh_topology(&t, "MPI_Neighbor_alltoallw", comm, &found) != MPI_SUCCESS || !found)
+    if (neigh_topology(&t, call, comm, &found) != MPI_SUCCESS || !found)
         return 0;
     *in = t.in;
     *out = t.out;
@@ -198,9 +198,11 @@ static int neigh_stage_side(struct shim_coll *c, struct neigh *t, int i,
             counts[q] = null[q] ? 0 : k;
             if (s->displs.p != NULL)
                 displs[q] = shim_array_at(s->displs, q);
-            else if (__builtin_mul_overflow((MPI_Count)q, s->count, &displs[q]))
+            else if (__builtin_mul_overflow((MPI_Count)q, s->count, &displs[q])) {
+                shim_coll_release(c); /* sendbuf's staging, for recvbuf's error */
                 return shim_error(c->comm, MPI_ERR_COUNT, c->call,
                                   "count * neighbours overflows");
+            }
         }
     }
     if (n == 0)

@@ -22,7 +22,8 @@
  * byte displacements; Neighbor_alltoall of a vector type too (staged packed,
  * its holes keep the canary). On an MPI-4 library the persistent
  * MPI_Neighbor_allgather_init refuses a device buffer (MPI_ERR_BUFFER naming
- * the call, no request) and works on host buffers. Every buffer (guards, gaps, the blocks of
+ * the call, no request) and works on host buffers, and a count of 2^62 per
+ * neighbour is refused (MPI_ERR_COUNT). Every buffer (guards, gaps, the blocks of
  * MPI_PROC_NULL neighbours) holds a canary that differs call by call; after
  * each call the device buffer is read back whole and compared with what the
  * same call on host buffers left in them (MPI is the reference: blocks where
@@ -567,6 +568,12 @@ static void test_errors(void)
               "host Neighbor_allgather_init: got %d %d, want %d %d", got[0], got[1], src[0],
               src[1]);
     }
+    /* A count whose blocks overflow: MPI_ERR_COUNT naming the call. */
+    if (modes & 1)
+        expect_error(MPI_Neighbor_alltoall_c(d.p, (MPI_Count)1 << 62, MPI_INT, d.p,
+                                             (MPI_Count)1 << 62, MPI_INT, comm),
+                     MPI_ERR_COUNT, "MPI_Neighbor_alltoall_c",
+                     "Neighbor_alltoall_c of 2^62 ints per neighbour on device memory");
 #endif
     verify(&d, "a refused neighborhood call's buffer");
     MPI_OK(MPI_Type_free(&column));
