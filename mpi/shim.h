@@ -30,6 +30,9 @@
  *                    and every receive consults them first
  *   shim_defer.c     nonblocking sends whose copy runs after the call, and
  *                    the blocking calls that post them first
+ *   shim_neigh.c     neighborhood collectives (MPI_Neighbor_*, MPI_Ineighbor_*),
+ *                    staged as the v forms, the blocks from the topology
+ *   shim_pack.c      MPI_Pack, MPI_Unpack and their external forms
  *
  * A client of include/cucopy.h only: libcucopy.so.0 is dlopen'ed on the first
  * buffer that needs classifying, and only in a process that has already
@@ -373,6 +376,24 @@ int shim_coll_end(struct shim_coll *c, int rc);
 /* Release the staging memory (PMPI failed, nothing to copy back). */
 void shim_coll_release(struct shim_coll *c);
 
+/* For the neighborhood collectives (shim_neigh.c), which stage their buffers
+ * as the v forms do. Start call @p call on intracommunicator @p comm: 0 when
+ * it goes straight to PMPI (as the shim_coll_X functions' start). */
+int shim_coll_start(struct shim_coll *c, const char *call, MPI_Comm comm);
+/* Stage buffer @p i of @p c as @p n blocks, as the v forms do: block q is
+ * counts[q] elements of @p type at displs[q] extents of it, or (@p types not
+ * NULL, Alltoallw) of types[q] at displs[q] bytes; every block with a count
+ * above 0 is copied in now (@p dir SHIM_TO_MPI) or back after the call
+ * (SHIM_FROM_MPI), nothing else. On an error the buffers of @p c are
+ * released. */
+int shim_coll_stage_blocks(struct shim_coll *c, int i, const void *buf, int n,
+                           struct shim_array counts, struct shim_array displs, MPI_Datatype type,
+                           const MPI_Datatype types[], int dir);
+/* The in- and out-degree of @p comm's topology (shim_neigh.c) for call
+ * @p call: 1, or 0 when it has none (or is not a valid communicator: MPI's
+ * to report; or no memory: raised on @p comm). */
+int shim_neigh_degrees(MPI_Comm comm, const char *call, int *in, int *out);
+
 /*
  * The collective wrappers that have blocking, nonblocking and persistent
  * forms, from one list: the blocking MPI_X (shim_coll.c), the nonblocking
@@ -688,6 +709,18 @@ int shim_rec_add(MPI_Request *req, int recv, MPI_Comm comm, const char *call,
  * staging memory is released. Without memory for the record, the request is
  * completed here, as shim_rec_add does. */
 int shim_rec_add_coll(MPI_Request *req, const struct shim_coll *c);
+
+/* The end of a nonblocking collective's wrapper whose PMPI_IX returned @p rc
+ * on the staging of @p c: the request *req recorded (shim_rec_add_coll), or,
+ * when PMPI_IX failed, the staging released and @p rc returned. */
+static inline int shim_coll_started(struct shim_coll *c, int rc, MPI_Request *req)
+{
+    if (rc != MPI_SUCCESS) {
+        shim_coll_release(c);
+        return rc;
+    }
+    return shim_rec_add_coll(req, c);
+}
 
 /* Keep @p mem (malloc'd), which MPI reads until request *req completes,
  * alive until then: it is freed with the request's record, made for it if

@@ -818,6 +818,21 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
     return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
 }
 
+int shim_coll_start(struct shim_coll *c, const char *call, MPI_Comm comm)
+{
+    return coll_begin(c, call, comm, MPI_UNDEFINED);
+}
+
+int shim_coll_stage_blocks(struct shim_coll *c, int i, const void *buf, int n,
+                           struct shim_array counts, struct shim_array displs, MPI_Datatype type,
+                           const MPI_Datatype types[], int dir)
+{
+    struct coll_vspec s = {
+        .n = n, .counts = counts, .displs = displs, .type = type, .types = types};
+    return coll_stage_v(c, i, buf, &s, dir & SHIM_TO_MPI ? v_all : v_none,
+                        dir & SHIM_FROM_MPI ? v_all : v_none);
+}
+
 /* ---- the wrappers -------------------------------------------------------------------- */
 
 /* A blocking wrapper: the staging, PMPI with host pointers, the copy back.

@@ -1595,6 +1595,138 @@ P2P_ENTRY(mpi_ialltoallw, MPI_IALLTOALLW,
           f_alltoallw(NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes,
                       comm, req, ierr))
 
+/*
+ * The neighborhood collectives (Open MPI's call PMPI_Neighbor_* and
+ * PMPI_Ineighbor_* too): the shim's C wrappers of shim_neigh.c, which find
+ * the blocks from the topology. Neighbor_alltoallw's displacements are
+ * INTEGER(MPI_ADDRESS_KIND), MPI_Aint in C; its datatype arrays (out-degree
+ * send types, in-degree receive types) are converted and, for the
+ * nonblocking form, kept until completion, as Ialltoallw's.
+ */
+COLL_ENTRY(mpi_neighbor_allgather, MPI_NEIGHBOR_ALLGATHER, ALLGATHER_PARAMS,
+           (sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr),
+           MPI_Neighbor_allgather(BUF_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), *rcount,
+                                  F_TYPE(rtype), F_COMM(comm)))
+COLL_ENTRY(mpi_neighbor_alltoall, MPI_NEIGHBOR_ALLTOALL, ALLGATHER_PARAMS,
+           (sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr),
+           MPI_Neighbor_alltoall(BUF_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf), *rcount,
+                                 F_TYPE(rtype), F_COMM(comm)))
+COLL_ENTRY(mpi_neighbor_allgatherv, MPI_NEIGHBOR_ALLGATHERV,
+           (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcounts, fint *displs,
+            fint *rtype, fint *comm, fint *ierr),
+           (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr),
+           MPI_Neighbor_allgatherv(BUF_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf),
+                                   rcounts, displs, F_TYPE(rtype), F_COMM(comm)))
+COLL_ENTRY(mpi_neighbor_alltoallv, MPI_NEIGHBOR_ALLTOALLV,
+           (void *sbuf, fint *scounts, fint *sdispls, fint *stype, void *rbuf, fint *rcounts,
+            fint *rdispls, fint *rtype, fint *comm, fint *ierr),
+           (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr),
+           MPI_Neighbor_alltoallv(BUF_ARG(sbuf), scounts, sdispls, F_TYPE(stype),
+                                  BUF_ARG(rbuf), rcounts, rdispls, F_TYPE(rtype),
+                                  F_COMM(comm)))
+ICOLL_ENTRY(mpi_ineighbor_allgather, MPI_INEIGHBOR_ALLGATHER, IALLGATHER_PARAMS,
+            (sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr),
+            MPI_Ineighbor_allgather(BUF_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf),
+                                    *rcount, F_TYPE(rtype), F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_ineighbor_alltoall, MPI_INEIGHBOR_ALLTOALL, IALLGATHER_PARAMS,
+            (sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr),
+            MPI_Ineighbor_alltoall(BUF_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf),
+                                   *rcount, F_TYPE(rtype), F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_ineighbor_allgatherv, MPI_INEIGHBOR_ALLGATHERV,
+            (void *sbuf, fint *scount, fint *stype, void *rbuf, fint *rcounts, fint *displs,
+             fint *rtype, fint *comm, fint *req, fint *ierr),
+            (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req, ierr),
+            MPI_Ineighbor_allgatherv(BUF_ARG(sbuf), *scount, F_TYPE(stype), BUF_ARG(rbuf),
+                                     rcounts, displs, F_TYPE(rtype), F_COMM(comm), &creq))
+ICOLL_ENTRY(mpi_ineighbor_alltoallv, MPI_INEIGHBOR_ALLTOALLV,
+            (void *sbuf, fint *scounts, fint *sdispls, fint *stype, void *rbuf, fint *rcounts,
+             fint *rdispls, fint *rtype, fint *comm, fint *req, fint *ierr),
+            (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr),
+            MPI_Ineighbor_alltoallv(BUF_ARG(sbuf), scounts, sdispls, F_TYPE(stype),
+                                    BUF_ARG(rbuf), rcounts, rdispls, F_TYPE(rtype),
+                                    F_COMM(comm), &creq))
+
+typedef void (*f_nalltoallw_fn)(void *, fint *, MPI_Aint *, fint *, void *, fint *, MPI_Aint *,
+                                fint *, fint *, fint *);
+typedef void (*f_inalltoallw_fn)(void *, fint *, MPI_Aint *, fint *, void *, fint *,
+                                 MPI_Aint *, fint *, fint *, fint *, fint *);
+
+/* Neighbor_alltoallw (@p req NULL) and Ineighbor_alltoallw. */
+static void f_neighbor_alltoallw(void *fn, void *sbuf, fint *scounts, MPI_Aint *sdispls,
+                                 fint *stypes, void *rbuf, fint *rcounts, MPI_Aint *rdispls,
+                                 fint *rtypes, fint *comm, fint *req, fint *ierr)
+{
+    const char *call = req == NULL ? "MPI_Neighbor_alltoallw" : "MPI_Ineighbor_alltoallw";
+    MPI_Comm c = F_COMM(comm);
+    int in = 0, out = 0;
+    if (SHIM_LIKELY(!shim_active_for(req == NULL ? SHIM_CLASS_COLL : SHIM_CLASS_ICOLL)) ||
+        c == NULL || c == MPI_COMM_NULL || !shim_neigh_degrees(c, call, &in, &out)) {
+        if (req == NULL)
+            ((f_nalltoallw_fn)fn)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
+                                  rtypes, comm, ierr);
+        else
+            ((f_inalltoallw_fn)fn)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
+                                   rtypes, comm, req, ierr);
+        return;
+    }
+    MPI_Datatype *st = malloc(sizeof *st * ((size_t)in + (size_t)out + 1)), *rt = st + out;
+    if (st == NULL) {
+        set_ierr(ierr, shim_error(c, MPI_ERR_NO_MEM, call, "no memory for the datatype arrays"));
+        return;
+    }
+    for (int i = 0; i < out; i++)
+        st[i] = PMPI_Type_f2c(stypes[i]);
+    for (int i = 0; i < in; i++)
+        rt[i] = PMPI_Type_f2c(rtypes[i]);
+    const void *s = c_buf(sbuf);
+    void *r = (void *)c_buf(rbuf);
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc = req == NULL
+                 ? MPI_Neighbor_alltoallw(s, scounts, sdispls, st, r, rcounts, rdispls, rt, c)
+                 : MPI_Ineighbor_alltoallw(s, scounts, sdispls, st, r, rcounts, rdispls, rt, c,
+                                           &creq);
+    if (req == NULL || rc != MPI_SUCCESS)
+        free(st);
+    else
+        rc = f_ireq(shim_rec_keep(&creq, c, call, st), creq, req); /* st lives until completion */
+    set_ierr(ierr, rc);
+}
+
+P2P_ENTRY(mpi_neighbor_alltoallw, MPI_NEIGHBOR_ALLTOALLW,
+          (void *sbuf, fint *scounts, MPI_Aint *sdispls, fint *stypes, void *rbuf, fint *rcounts,
+           MPI_Aint *rdispls, fint *rtypes, fint *comm, fint *ierr),
+          f_neighbor_alltoallw(NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
+                               rtypes, comm, NULL, ierr))
+P2P_ENTRY(mpi_ineighbor_alltoallw, MPI_INEIGHBOR_ALLTOALLW,
+          (void *sbuf, fint *scounts, MPI_Aint *sdispls, fint *stypes, void *rbuf, fint *rcounts,
+           MPI_Aint *rdispls, fint *rtypes, fint *comm, fint *req, fint *ierr),
+          f_neighbor_alltoallw(NEXT, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
+                               rtypes, comm, req, ierr))
+
+/*
+ * MPI_Pack and MPI_Unpack (Open MPI's call PMPI_Pack and PMPI_Unpack): while
+ * the shim does not stage p2p the MPI's own entry point, else the shim's C
+ * wrapper of shim_pack.c with the handles converted (MPI_BOTTOM in both
+ * buffers); the position is a Fortran INTEGER, a C int here. (Not the
+ * external forms: their datarep is a Fortran string.)
+ */
+#define PACK_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                        \
+    P2P_ENTRY(lower, UPPER, PARAMS,                                           \
+              if (SHIM_LIKELY(!shim_p2p_active())) ((void (*) PARAMS)NEXT) ARGS; \
+              else set_ierr(ierr, C_CALL))
+PACK_ENTRY(mpi_pack, MPI_PACK,
+           (void *inbuf, fint *incount, fint *dt, void *outbuf, fint *outsize, fint *position,
+            fint *comm, fint *ierr),
+           (inbuf, incount, dt, outbuf, outsize, position, comm, ierr),
+           MPI_Pack(BUF_ARG(inbuf), *incount, F_TYPE(dt), BUF_ARG(outbuf), *outsize, position,
+                    F_COMM(comm)))
+PACK_ENTRY(mpi_unpack, MPI_UNPACK,
+           (void *inbuf, fint *insize, fint *position, void *outbuf, fint *outcount, fint *dt,
+            fint *comm, fint *ierr),
+           (inbuf, insize, position, outbuf, outcount, dt, comm, ierr),
+           MPI_Unpack(BUF_ARG(inbuf), *insize, position, BUF_ARG(outbuf), *outcount, F_TYPE(dt),
+                      F_COMM(comm)))
+
 /* Not here: the persistent collectives (MPI-4; refused on device memory in C). */
 
 /*

@@ -896,8 +896,12 @@ int shim_types_copy(const char *call, struct shim_buf *b, int to_device, size_t 
     size_t all = (size_t)b->count * (size_t)b->layout->size;
     if (b->span && (n == b->bytes || n > all))
         n = all;
-    cucopy_status_t st = layout_copy(to_device, b->layout, b->count, b->first - b->tlb,
-                                     b->host, n, b->span, b->tlb);
+    /* A span's first is its first byte (tlb past the buffer argument); a
+     * packed buffer's first is the buffer argument itself (its tlb is where
+     * PMPI's pointer is, shim_host_arg: a v form's lowest block). */
+    char *base = b->span ? b->first - b->tlb : b->first;
+    cucopy_status_t st = layout_copy(to_device, b->layout, b->count, base, b->host, n, b->span,
+                                     b->tlb);
     if (st != CUCOPY_OK)
         return shim_cucopy_error(comm, call,
                                  to_device ? "scattering the received message to device memory"
