@@ -9,7 +9,8 @@
 #
 # The same programs as mpi/tests/CMakeLists.txt runs on the fake driver:
 # p2p_device and coll_device (blocking collectives) under LD_PRELOAD with 2
-# and 3 ranks (3 ranks share the GPUs),
+# and 3 ranks (3 ranks share the GPUs), isend_device (deferred nonblocking
+# sends, async and sync) at 2 ranks,
 # the Fortran program f_p2p in each binding built (mpif.h, use mpi, mpi_f08),
 # the negative controls (without the shim, and CUCOPY_MPI=off: device
 # buffers reach MPI, which must fault), the host-only program with and
@@ -31,6 +32,9 @@ check mpi_shim_p2p_n2 pass 2 yes mpi_shim_p2p_device
 check mpi_shim_p2p_n3 pass 3 yes mpi_shim_p2p_device
 check mpi_shim_coll_n2 pass 2 yes mpi_shim_coll_device
 check mpi_shim_coll_n3 pass 3 yes mpi_shim_coll_device
+check mpi_shim_isend_async pass 2 yes mpi_shim_isend_device
+CUCOPY_MPI_ISEND=sync check mpi_shim_isend_sync pass 2 yes mpi_shim_isend_device
+check mpi_shim_isend_negative_control fault 2 no mpi_shim_isend_device order
 check mpi_shim_host_only pass 2 yes mpi_shim_host_only --expect-shim
 check mpi_shim_host_only_plain pass 2 no mpi_shim_host_only --expect-no-shim
 check mpi_shim_negative_control fault 2 no mpi_shim_p2p_device blocking
