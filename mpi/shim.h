@@ -935,6 +935,11 @@ static inline void shim_defer_poll(void)
         shim_defer_flush(0);
 }
 
+/* 1 when MPI would take (dest, tag) on @p comm: a deferred send's arguments
+ * are checked in the call, as MPI checks them (a bad one goes the plain way:
+ * MPI reports it there). */
+int shim_defer_args_ok(int dest, int tag, MPI_Comm comm);
+
 struct shim_defer;
 /* Send of @p mode from staged buffer @p b (contiguous, staged with
  * SHIM_DEFER_COPY: nothing copied yet), the user's request *req: start the

@@ -49,7 +49,7 @@ struct shim_defer {
     MPI_Datatype dt; /* a duplicate of a derived type (the user may free theirs) */
     int dt_dup;
     MPI_Comm comm;
-    int started;            /* posted: real is the PMPI request */
+    _Atomic int started;    /* posted: real is the PMPI request */
     MPI_Request real;
     struct defer_state *gs; /* the generalized request's state */
     int complete;           /* MPI_Grequest_complete called */
@@ -117,6 +117,18 @@ static void defer_free(struct shim_defer *d)
 void shim_defer_drop(struct shim_defer *d)
 {
     defer_free(d);
+}
+
+int shim_defer_args_ok(int dest, int tag, MPI_Comm comm)
+{
+    int inter = 0, size = 0, flag = 0, *ub = NULL;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+        (inter ? PMPI_Comm_remote_size(comm, &size) : PMPI_Comm_size(comm, &size)) !=
+            MPI_SUCCESS)
+        return 0;
+    if (PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) != MPI_SUCCESS || !flag)
+        return 0;
+    return dest >= 0 && dest < size && tag >= 0 && tag <= *ub;
 }
 
 int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
@@ -221,16 +233,14 @@ static void defer_post(struct shim_defer *d)
         rc = PMPI_Isend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
     }
 #endif
-    d->started = 1;
     if (rc != MPI_SUCCESS) {
         d->real = MPI_REQUEST_NULL;
-        d->gs->error = rc;
-    } else if (d->copy_status != CUCOPY_OK) {
-        /* Posted anyway (the receiver must not hang); the sender is told. */
-        d->gs->error = shim_cucopy_error(d->comm, d->rec->call,
-                                         "copying the device buffer to host memory (the "
-                                         "message was sent anyway)");
+        d->gs->error = rc; /* raised by MPI on the communicator */
     }
+    /* A failed copy: posted anyway (the receiver must not hang); the sender
+     * is told at completion (shim_defer_ready), outside fifo_mu, since an
+     * error handler may call MPI. */
+    atomic_store_explicit(&d->started, 1, memory_order_release);
     if (d->dt_dup) {
         PMPI_Type_free(&d->dt);
         d->dt_dup = 0;
@@ -267,9 +277,9 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     struct shim_defer *d = r->defer;
     if (d == NULL || d->complete)
         return 1;
-    if (!d->started)
+    if (!atomic_load_explicit(&d->started, memory_order_acquire))
         shim_defer_flush(wait);
-    if (!d->started)
+    if (!atomic_load_explicit(&d->started, memory_order_acquire))
         return 0;
     int flag = 1;
     MPI_Status st;
@@ -281,6 +291,10 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     }
     if (!flag)
         return 0;
+    if (d->copy_status != CUCOPY_OK && d->gs->error == MPI_SUCCESS)
+        d->gs->error = shim_cucopy_error(d->comm, r->call,
+                                         "copying the device buffer to host memory (the "
+                                         "message was sent anyway)");
     d->gs->st = st;
     d->complete = 1;
     PMPI_Grequest_complete(r->req);
@@ -326,3 +340,5 @@ FLUSHING(int, Dist_graph_create_adjacent,
          (comm, indegree, sources, sourceweights, outdegree, dests, destweights, info, reorder,
           out))
 FLUSHING(int, Win_fence, (int assert, MPI_Win win), (assert, win))
+/* MPI_Buffer_detach waits for the buffered sends: a deferred Ibsend is one. */
+FLUSHING(int, Buffer_detach, (void *buffer_addr, int *size), (buffer_addr, size))

@@ -342,6 +342,7 @@ int shim_held_recv(const char *call, struct held *h, void *buf, MPI_Count count,
     if (rc == MPI_SUCCESS)
         rc = PMPI_Send(h->data, (int)h->bytes, MPI_BYTE, held_rank, tag, held_comm);
     MPI_Status st;
+    memset(&st, 0, sizeof st);
     int wrc = rreq == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Wait(&rreq, &st);
     if (rc == MPI_SUCCESS)
         rc = wrc;

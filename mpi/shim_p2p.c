@@ -143,7 +143,8 @@ SHIM_EXPORT int MPI_Finalize(void)
                         SHIM_TO_MPI | (shim_isend_async ? SHIM_DEFER_COPY : 0), &b);         \
         if (rc != MPI_SUCCESS)                                                               \
             return rc;                                                                       \
-        if (b.staged && b.layout == NULL && shim_isend_async)                                \
+        if (b.staged && b.layout == NULL && shim_isend_async &&                              \
+            shim_defer_args_ok(dest, tag, comm))                                             \
             return shim_defer_isend("MPI_" #NAME #SFX, DEFER, &b, count, dt, dest, tag,      \
                                     comm, req);                                              \
         shim_defer_flush_if();                                                               \

@@ -14,7 +14,8 @@
  *              Issend; a derived datatype freed right after the Isend;
  *   deadlock   both ranks Isend and then block: in Recv, Barrier, Allreduce
  *              of host memory, Comm_split, Probe; each completes only if the
- *              blocking call posted the deferred send first.
+ *              blocking call posted the deferred send first;
+ *   errors     a bad rank or tag: the Isend itself reports it, as MPI does.
  *
  * The same program passes with CUCOPY_MPI_ISEND=sync; without the shim the
  * first device send dies in MPI (the negative control). Every byte is
@@ -256,6 +257,25 @@ static void test_deadlock(void)
     }
 }
 
+/* ---- errors: a bad rank or tag is reported by the Isend itself, as MPI does ------------ */
+
+static void test_errors(void)
+{
+    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    struct buf a = msg_buf(0, 1000, 500);
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Isend(a.p, 1000, MPI_BYTE, nranks + 3, TAG, MPI_COMM_WORLD, &r);
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RANK, "Isend to rank %d: class %d, want MPI_ERR_RANK", nranks + 3, cls);
+    r = MPI_REQUEST_NULL;
+    rc = MPI_Isend(a.p, 1000, MPI_BYTE, peer, -7, MPI_COMM_WORLD, &r);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TAG, "Isend with tag -7: class %d, want MPI_ERR_TAG", cls);
+    MPI_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    drop(&a);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -271,5 +291,6 @@ int main(int argc, char **argv)
     MPI_PROG_RUN(only, order);
     MPI_PROG_RUN(only, complete);
     MPI_PROG_RUN(only, deadlock);
+    MPI_PROG_RUN(only, errors);
     return coll_prog_end();
 }
