@@ -944,13 +944,14 @@ struct shim_defer;
 /* Send of @p mode from staged buffer @p b (contiguous, staged with
  * SHIM_DEFER_COPY: nothing copied yet), the user's request *req: start the
  * copy, make *req a generalized request, record it (owning @p b) and queue
- * the send. MPI_SUCCESS or an error raised on @p comm (b released). */
+ * the send; 1. 0 when it cannot (no memory, the copy refused at once):
+ * nothing happened, the caller copies and sends as without deferring. */
 int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
                      MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
-/* The record of a deferred send (shim_requests.c), bound to it. */
-int shim_rec_add_deferred(MPI_Request *req, MPI_Comm comm, const char *call,
-                          const struct shim_buf *b, struct shim_defer *d);
-void shim_defer_bind(struct shim_defer *d, struct shim_rec *r);
+/* A record's memory, and a deferred send's record made in it (shim_requests.c). */
+struct shim_rec *shim_rec_new(void);
+void shim_rec_insert_deferred(struct shim_rec *r, MPI_Request req, MPI_Comm comm,
+                              const char *call, const struct shim_buf *b, struct shim_defer *d);
 /* Before the completion family asks MPI about a deferred send's request:
  * post it, test it (@p wait: wait for it) and complete the generalized
  * request once the PMPI send completed. 1 when it is complete. */

@@ -134,25 +134,21 @@ int shim_defer_args_ok(int dest, int tag, MPI_Comm comm)
 int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
                      MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
 {
+    /* Everything that can fail first: then the copy, the request, the queue. */
     struct shim_defer *d = calloc(1, sizeof *d);
     struct defer_state *gs = calloc(1, sizeof *gs);
-    int rc = d == NULL || gs == NULL ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    struct shim_rec *r = shim_rec_new();
     int combiner = MPI_COMBINER_NAMED, ni, na, nd;
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
-    if (rc == MPI_SUCCESS && combiner != MPI_COMBINER_NAMED) {
-        rc = PMPI_Type_dup(dt, &d->dt);
-        d->dt_dup = rc == MPI_SUCCESS;
-    } else if (rc == MPI_SUCCESS) {
+    int ok = d != NULL && gs != NULL && r != NULL &&
+             PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) == MPI_SUCCESS;
+    if (ok && combiner != MPI_COMBINER_NAMED) {
+        ok = PMPI_Type_dup(dt, &d->dt) == MPI_SUCCESS;
+        d->dt_dup = ok;
+    } else if (ok) {
         d->dt = dt;
     }
-    if (rc != MPI_SUCCESS) {
-        if (d != NULL)
-            defer_free(d);
-        free(gs);
-        shim_release(b);
-        return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory for a deferred send");
-    }
+    if (!ok)
+        goto plain;
     d->comp = (cucopy_completion_t){.func = copy_done, .count = 1, .status = CUCOPY_OK};
     d->mode = mode;
     d->dest = dest;
@@ -164,23 +160,19 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     cucopy_status_t st;
     while ((st = shim_copy_async(b->first, b->host, b->bytes, &d->comp)) == CUCOPY_ERR_NO_RESOURCE)
         shim_copy_progress();
-    if (st != CUCOPY_INPROGRESS) { /* done (OK) or failed: posted with the status at flush */
-        d->copy_status = st;
+    if (st == CUCOPY_OK) {
         atomic_store_explicit(&d->copied, 1, memory_order_release);
+    } else if (st != CUCOPY_INPROGRESS) {
+        goto plain; /* nothing in flight: the plain path copies and reports */
     }
-    shim_stats_add(0, b->device, b->bytes);
-    rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, gs, req);
-    if (rc != MPI_SUCCESS) {
+    if (PMPI_Grequest_start(greq_query, greq_free, greq_cancel, gs, req) != MPI_SUCCESS) {
         while (!atomic_load_explicit(&d->copied, memory_order_acquire))
             shim_copy_progress(); /* the copy writes the staging memory */
-        defer_free(d);
-        free(gs);
-        shim_release(b);
-        return rc;
+        goto plain;
     }
-    rc = shim_rec_add_deferred(req, comm, call, b, d);
-    if (rc != MPI_SUCCESS)
-        return rc;
+    shim_stats_add(0, b->device, b->bytes);
+    shim_rec_insert_deferred(r, *req, comm, call, b, d);
+    d->rec = r;
     atomic_fetch_add_explicit(&stat_async, 1, memory_order_relaxed);
     if (!atomic_load_explicit(&d->copied, memory_order_acquire))
         atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed);
@@ -189,12 +181,13 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     fifo_tail = &d->next;
     atomic_fetch_add_explicit(&shim_deferred_n, 1, memory_order_release);
     pthread_mutex_unlock(&fifo_mu);
-    return MPI_SUCCESS;
-}
-
-void shim_defer_bind(struct shim_defer *d, struct shim_rec *r)
-{
-    d->rec = r;
+    return 1;
+plain:
+    if (d != NULL)
+        defer_free(d);
+    free(gs);
+    free(r);
+    return 0;
 }
 
 /* Post deferred send @p d (its copy is done), under fifo_mu. */
@@ -249,6 +242,12 @@ static void defer_post(struct shim_defer *d)
 
 void shim_defer_flush(int wait)
 {
+    /* An error handler MPI runs inside a post (on this thread, fifo_mu held)
+     * may call MPI: its calls do not post (they would wait for the lock). */
+    static __thread int flushing;
+    if (flushing)
+        return;
+    flushing = 1;
     pthread_mutex_lock(&fifo_mu);
     while (fifo_head != NULL) {
         struct shim_defer *d = fifo_head;
@@ -266,9 +265,11 @@ void shim_defer_flush(int wait)
         defer_post(d);
         atomic_fetch_sub_explicit(&shim_deferred_n, 1, memory_order_release);
     }
-out:
+out:;
+    int left = fifo_head != NULL;
     pthread_mutex_unlock(&fifo_mu);
-    if (!wait && fifo_head != NULL)
+    flushing = 0;
+    if (!wait && left)
         shim_copy_progress(); /* the copies go on while the program polls */
 }
 
@@ -291,10 +292,13 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     }
     if (!flag)
         return 0;
-    if (d->copy_status != CUCOPY_OK && d->gs->error == MPI_SUCCESS)
-        d->gs->error = shim_cucopy_error(d->comm, r->call,
-                                         "copying the device buffer to host memory (the "
-                                         "message was sent anyway)");
+    if (d->copy_status != CUCOPY_OK && d->gs->error == MPI_SUCCESS) {
+        /* Reported once, by MPI: the generalized request's error (greq_query). */
+        fprintf(stderr, "cucopy_mpi: %s: copying the device buffer to host memory failed "
+                        "(status %d; the message was sent anyway)\n",
+                r->call, (int)d->copy_status);
+        d->gs->error = MPI_ERR_OTHER;
+    }
     d->gs->st = st;
     d->complete = 1;
     PMPI_Grequest_complete(r->req);

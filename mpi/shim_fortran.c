@@ -248,6 +248,7 @@ static int f_pipe_send(const char *call, void *buf, const fint *count, const fin
 static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint *dt, fint *dest,
                    fint *tag, fint *comm, fint *ierr)
 {
+    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
         fn(buf, count, dt, dest, tag, comm, ierr);
         return;
@@ -276,6 +277,7 @@ static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint 
 static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
                     fint *dt, fint *dest, fint *tag, fint *comm, fint *req, fint *ierr)
 {
+    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
         fn(buf, count, dt, dest, tag, comm, req, ierr);
         return;
@@ -410,6 +412,7 @@ static int f_pipe_watch(fint e, fint *freq, const char *call, void *buf, const f
 static void f_recv(f_recv_fn fn, void *buf, fint *count, fint *dt, fint *source, fint *tag,
                    fint *comm, fint *status, fint *ierr)
 {
+    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (shim_held_any()) {
         f_held_recv(buf, count, dt, source, tag, comm, status, ierr);
         return;
@@ -483,6 +486,7 @@ static void f_irecv(const char *call, int persistent, f_isend_fn fn, void *buf, 
 static void f_mrecv(f_mrecv_fn fn, void *buf, fint *count, fint *dt, fint *message,
                     fint *status, fint *ierr)
 {
+    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (shim_held_any()) {
         f_held_mrecv(buf, count, dt, message, status, NULL, ierr);
         return;
@@ -562,6 +566,7 @@ static void f_sendrecv(f_sendrecv_fn fn, void *sbuf, fint *scount, fint *stype, 
                        fint *stag, void *rbuf, fint *rcount, fint *rtype, fint *source,
                        fint *rtag, fint *comm, fint *status, fint *ierr)
 {
+    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (shim_held_any()) {
         MPI_Status cs;
         int rc = MPI_Sendrecv(c_buf(sbuf), *scount, PMPI_Type_f2c(*stype), *dest, *stag,
@@ -623,6 +628,7 @@ static void f_sendrecv_replace(f_sendrecv_replace_fn fn, void *buf, fint *count,
                                fint *dest, fint *stag, fint *source, fint *rtag, fint *comm,
                                fint *status, fint *ierr)
 {
+    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (shim_held_any()) {
         MPI_Status cs;
         int rc = MPI_Sendrecv_replace((void *)c_buf(buf), *count, PMPI_Type_f2c(*dt), *dest, *stag,
@@ -1393,7 +1399,7 @@ COMPLETION_ENTRY(mpi_testsome, MPI_TESTSOME,
 #if defined(SHIM_FORTRAN_ALL)
 #define F_COLL_ACTIVE() shim_active_for(SHIM_CLASS_COLL | SHIM_CLASS_REDUCE)
 #define COLL_ENTRY(lower, UPPER, PARAMS, ARGS, C_CALL)                         \
-    P2P_ENTRY(lower, UPPER, PARAMS,                                            \
+    P2P_ENTRY(lower, UPPER, PARAMS, shim_defer_flush_if();                     \
               if (SHIM_LIKELY(!F_COLL_ACTIVE())) ((void (*) PARAMS)NEXT) ARGS; \
               else set_ierr(ierr, C_CALL))
 

@@ -81,6 +81,11 @@ void shim_held_before_finalize(void)
         held_free(h);
     }
     held_tail = &held_head;
+    while (handed != NULL) { /* handed out by MPI_Mprobe, never received */
+        struct held *h = handed;
+        handed = h->next;
+        held_free(h);
+    }
     pthread_mutex_unlock(&held_mu);
     if (held_comm != MPI_COMM_NULL)
         PMPI_Comm_free(&held_comm);
@@ -175,9 +180,13 @@ static int held_up_to(const MPI_Status *s, MPI_Comm comm)
     for (;;) {
         MPI_Message m;
         MPI_Status st;
-        int rc = PMPI_Mprobe(s->MPI_SOURCE, MPI_ANY_TAG, comm, &m, &st);
-        if (rc == MPI_SUCCESS)
-            rc = held_receive(&m, &st, comm);
+        int flag = 0;
+        /* Nonblocking: another thread may have received the probed message
+         * meanwhile (then nothing more is held, and the probe looks again). */
+        int rc = PMPI_Improbe(s->MPI_SOURCE, MPI_ANY_TAG, comm, &flag, &m, &st);
+        if (rc != MPI_SUCCESS || !flag)
+            return rc;
+        rc = held_receive(&m, &st, comm);
         if (rc != MPI_SUCCESS || st.MPI_TAG == s->MPI_TAG)
             return rc;
     }
@@ -253,8 +262,10 @@ static int held_hand_out(struct held *h, MPI_Message *msg, MPI_Status *s)
     int rc = PMPI_Isend(h->data, (int)h->bytes, MPI_BYTE, held_rank, tag, held_comm, &sreq);
     if (rc != MPI_SUCCESS)
         held_free(h);
-    else if ((rc = PMPI_Mprobe(held_rank, tag, held_comm, msg, &st)) != MPI_SUCCESS)
-        PMPI_Request_free(&sreq); /* h is lost: its send may still read it */
+    else if ((rc = PMPI_Mprobe(held_rank, tag, held_comm, msg, &st)) != MPI_SUCCESS) {
+        PMPI_Request_free(&sreq); /* h's memory stays: its send may still read it */
+        atomic_fetch_sub_explicit(&shim_held_count, 1, memory_order_release);
+    }
     if (rc != MPI_SUCCESS) {
         int eclass = MPI_ERR_OTHER;
         PMPI_Error_class(rc, &eclass);

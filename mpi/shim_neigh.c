@@ -387,17 +387,20 @@ NEIGH_FAMILY(NEIGH_NM, _c, MPI_Count, MPI_Aint, NEIGH_RUN, SHIM_NONE, SHIM_NONE)
 NEIGH_FAMILY(INEIGH_NM, _c, MPI_Count, MPI_Aint, INEIGH_RUN, INEIGH_XP, INEIGH_XA)
 
 /*
- * The persistent forms (MPI-4: MPI_Neighbor_allgather_init & co.): a device
- * buffer is refused with MPI_ERR_BUFFER before a request is made, as the
- * other persistent collectives' are (shim_icoll.c); host buffers pass
- * through. Class icoll, as theirs.
+ * The persistent forms (MPI-4: MPI_Neighbor_allgather_init & co.), as the
+ * other persistent collectives (shim_icoll.c, docs/mpi.md "Persistent
+ * collectives"): staged at init, what MPI reads copied in again at every
+ * MPI_Start, what it wrote copied back at every completion, the staging
+ * released at MPI_Request_free (shim_rec_add_pcoll). Class icoll, as theirs.
  */
 #define PNEIGH_RUN(KIND, PREP, PMPI_CALL_USER, PMPI_CALL_HOST) \
     SHIM_COLL_BEGIN(SHIM_CLASS_ICOLL, PREP, PMPI_CALL_USER);   \
-    shim_coll_release(&c);                                     \
-    return shim_error(c.comm, MPI_ERR_BUFFER, c.call,          \
-                      "persistent neighborhood collectives on device buffers are " \
-                      "not supported (yet)")
+    rc = PMPI_CALL_HOST;                                       \
+    if (rc != MPI_SUCCESS) {                                   \
+        shim_coll_release(&c);                                 \
+        return rc;                                             \
+    }                                                          \
+    return shim_rec_add_pcoll(req, &c)
 #define PNEIGH_XP() , MPI_Info info, MPI_Request *req
 #define PNEIGH_XA() , info, req
 

@@ -143,10 +143,18 @@ SHIM_EXPORT int MPI_Finalize(void)
                         SHIM_TO_MPI | (shim_isend_async ? SHIM_DEFER_COPY : 0), &b);         \
         if (rc != MPI_SUCCESS)                                                               \
             return rc;                                                                       \
-        if (b.staged && b.layout == NULL && shim_isend_async &&                              \
-            shim_defer_args_ok(dest, tag, comm))                                             \
-            return shim_defer_isend("MPI_" #NAME #SFX, DEFER, &b, count, dt, dest, tag,      \
-                                    comm, req);                                              \
+        if (b.staged && b.layout == NULL && shim_isend_async) {                              \
+            /* Ibsend is not deferred: MPI checks its buffer space in the call. */           \
+            if (DEFER != SHIM_DEFER_IBSEND && shim_defer_args_ok(dest, tag, comm) &&         \
+                shim_defer_isend("MPI_" #NAME #SFX, DEFER, &b, count, dt, dest, tag, comm,   \
+                                 req))                                                       \
+                return MPI_SUCCESS;                                                          \
+            rc = shim_restage("MPI_" #NAME #SFX, &b, comm); /* the copy not made */          \
+            if (rc != MPI_SUCCESS) {                                                         \
+                shim_release(&b);                                                            \
+                return rc;                                                                   \
+            }                                                                                \
+        }                                                                                    \
         shim_defer_flush_if();                                                               \
         if (!b.staged)                                                                       \
             return PMPI_##NAME##SFX(buf, count, dt, dest, tag, comm, req);                   \

@@ -169,26 +169,17 @@ int shim_rec_keep(MPI_Request *req, MPI_Comm comm, const char *call, void *mem)
     return MPI_SUCCESS;
 }
 
-int shim_rec_add_deferred(MPI_Request *req, MPI_Comm comm, const char *call,
-                          const struct shim_buf *b, struct shim_defer *d)
+struct shim_rec *shim_rec_new(void)
 {
-    struct shim_rec *r = malloc(sizeof *r);
-    struct shim_rec now;
-    if (r == NULL)
-        r = &now; /* no record: finished now, below */
-    *r = (struct shim_rec){.req = *req, .comm = comm, .call = call, .buf = *b, .defer = d};
-    shim_defer_bind(d, r);
-    if (r == &now) {
-        /* The call becomes blocking: the copy, the send, its completion. */
-        shim_defer_flush(1);
-        shim_defer_ready(r, 1);
-        shim_release(&now.buf);
-        shim_defer_drop(d);
-        return MPI_SUCCESS; /* *req is complete; its status says how the send went */
-    }
+    return malloc(sizeof(struct shim_rec));
+}
+
+void shim_rec_insert_deferred(struct shim_rec *r, MPI_Request req, MPI_Comm comm,
+                              const char *call, const struct shim_buf *b, struct shim_defer *d)
+{
+    *r = (struct shim_rec){.req = req, .comm = comm, .call = call, .buf = *b, .defer = d};
     atomic_fetch_add(&shim_records_live, 1);
     insert(r);
-    return MPI_SUCCESS;
 }
 
 int shim_rec_add_persistent(MPI_Request *req, int recv, MPI_Comm comm, const char *call,

@@ -340,7 +340,12 @@ static int world_rank = -1;
 
 void shim_after_init(int provided)
 {
-    (void)provided; /* the iface is multi-thread whatever the level */
+    /* The iface is multi-thread whatever the level. Deferred sends are posted
+     * by the calls that follow them; with MPI_THREAD_MULTIPLE another thread
+     * may already be blocked in MPI waiting for the peer that waits for such a
+     * send: nonblocking sends copy in the call then (docs/mpi.md). */
+    if (provided == MPI_THREAD_MULTIPLE)
+        shim_isend_async = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     if (config_error[0] != '\0') {
         fprintf(stderr, "cucopy_mpi: %s\n", config_error);

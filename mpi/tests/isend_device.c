@@ -15,7 +15,9 @@
  *   deadlock   both ranks Isend and then block: in Recv, Barrier, Allreduce
  *              of host memory, Comm_split, Probe; each completes only if the
  *              blocking call posted the deferred send first;
- *   errors     a bad rank or tag: the Isend itself reports it, as MPI does.
+ *   errors     a bad rank or tag: the Isend itself reports it, as MPI does;
+ *   threads    (alone, MPI_THREAD_MULTIPLE) a device Isend while another
+ *              thread is blocked in MPI waiting for the peer that waits for it.
  *
  * The same program passes with CUCOPY_MPI_ISEND=sync; without the shim the
  * first device send dies in MPI (the negative control). Every byte is
@@ -24,6 +26,9 @@
  */
 #define COLL_PROG "isend_device"
 #include "coll_prog.h"
+
+#include <pthread.h>
+#include <time.h>
 
 static int peer;
 
@@ -276,9 +281,49 @@ static void test_errors(void)
     drop(&a);
 }
 
+/* ---- threads: a thread blocked in MPI while another sends (MPI_THREAD_MULTIPLE) -------- */
+
+static void *blocked_recv(void *arg)
+{
+    int *got = arg;
+    MPI_OK(MPI_Recv(got, 1, MPI_INT, peer, TAG + 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    return NULL;
+}
+
+/* Rank 0: a thread blocks in a Recv that rank 1 answers only after it got
+ * rank 0's device Isend, which the main thread makes meanwhile and waits for
+ * only after joining that thread. A deferred send would never be posted (no
+ * later call of rank 0 would post it): under MPI_THREAD_MULTIPLE the shim
+ * copies in the call. Run alone ("threads"), initialized for threads. */
+static void test_threads(void)
+{
+    if (rank == 0) {
+        int got = -1;
+        pthread_t th;
+        pthread_create(&th, NULL, blocked_recv, &got);
+        struct timespec pause = {0, 50 * 1000 * 1000};
+        nanosleep(&pause, NULL); /* let it block in MPI first */
+        struct buf a = msg_buf(0, BIG, 600);
+        MPI_Request r;
+        MPI_OK(MPI_Isend(a.p, BIG, MPI_BYTE, peer, TAG + 7, MPI_COMM_WORLD, &r));
+        pthread_join(th, NULL);
+        MPI_OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(got == 7, "the blocked thread's message: %d", got);
+        drop(&a);
+    } else {
+        recv_check(1, BIG, 600, TAG + 7, "a device Isend while another thread is blocked in MPI");
+        int seven = 7;
+        MPI_OK(MPI_Send(&seven, 1, MPI_INT, peer, TAG + 8, MPI_COMM_WORLD));
+    }
+}
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = MPI_THREAD_SINGLE;
+    if (argc > 1 && strcmp(argv[1], "threads") == 0)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     dev_prog_init(COLL_PROG);
@@ -292,5 +337,7 @@ int main(int argc, char **argv)
     MPI_PROG_RUN(only, complete);
     MPI_PROG_RUN(only, deadlock);
     MPI_PROG_RUN(only, errors);
+    if (strcmp(only, "threads") == 0 && provided == MPI_THREAD_MULTIPLE)
+        test_threads();
     return coll_prog_end();
 }
