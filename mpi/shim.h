@@ -911,8 +911,9 @@ extern int shim_isend_async;
 /* Deferred sends not posted yet. */
 extern _Atomic int shim_deferred_n;
 
-/* The mode of a deferred send. */
-enum { SHIM_DEFER_ISEND = 1, SHIM_DEFER_ISSEND, SHIM_DEFER_IRSEND, SHIM_DEFER_IBSEND };
+/* The mode of a deferred send; NONE: never deferred (Ibsend: MPI checks its
+ * buffer space in the call). */
+enum { SHIM_DEFER_NONE = 0, SHIM_DEFER_ISEND, SHIM_DEFER_ISSEND, SHIM_DEFER_IRSEND };
 
 /* CUCOPY_MPI_ISEND: 0, or -1 with @p err set. */
 int shim_defer_configure(char *err, size_t errlen);

@@ -204,9 +204,6 @@ static void defer_post(struct shim_defer *d)
     case SHIM_DEFER_IRSEND:
         rc = PMPI_Irsend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
         break;
-    case SHIM_DEFER_IBSEND:
-        rc = PMPI_Ibsend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
-        break;
     default:
         rc = PMPI_Isend_c(host, d->count, d->dt, d->dest, d->tag, d->comm, &d->real);
     }
@@ -218,9 +215,6 @@ static void defer_post(struct shim_defer *d)
         break;
     case SHIM_DEFER_IRSEND:
         rc = PMPI_Irsend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
-        break;
-    case SHIM_DEFER_IBSEND:
-        rc = PMPI_Ibsend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);
         break;
     default:
         rc = PMPI_Isend(host, n, d->dt, d->dest, d->tag, d->comm, &d->real);

@@ -144,8 +144,7 @@ SHIM_EXPORT int MPI_Finalize(void)
         if (rc != MPI_SUCCESS)                                                               \
             return rc;                                                                       \
         if (b.staged && b.layout == NULL && shim_isend_async) {                              \
-            /* Ibsend is not deferred: MPI checks its buffer space in the call. */           \
-            if (DEFER != SHIM_DEFER_IBSEND && shim_defer_args_ok(dest, tag, comm) &&         \
+            if (DEFER != SHIM_DEFER_NONE && shim_defer_args_ok(dest, tag, comm) &&           \
                 shim_defer_isend("MPI_" #NAME #SFX, DEFER, &b, count, dt, dest, tag, comm,   \
                                  req))                                                       \
                 return MPI_SUCCESS;                                                          \
@@ -171,7 +170,7 @@ SHIM_EXPORT int MPI_Finalize(void)
     ISEND_WRAPPER(Isend, SFX, COUNT_T, SHIM_PIPE_ISEND, SHIM_DEFER_ISEND)     \
     ISEND_WRAPPER(Issend, SFX, COUNT_T, SHIM_PIPE_ISSEND, SHIM_DEFER_ISSEND)  \
     ISEND_WRAPPER(Irsend, SFX, COUNT_T, SHIM_PIPE_NONE, SHIM_DEFER_IRSEND)    \
-    ISEND_WRAPPER(Ibsend, SFX, COUNT_T, SHIM_PIPE_NONE, SHIM_DEFER_IBSEND)
+    ISEND_WRAPPER(Ibsend, SFX, COUNT_T, SHIM_PIPE_NONE, SHIM_DEFER_NONE)
 
 /* ---- receives that take a held message first ------------------------------------ */
 
