@@ -696,6 +696,17 @@ struct shim_rec {
     struct shim_defer *defer;
 };
 
+/* A generalized request (MPI_Grequest_start) whose status the shim sets:
+ * a request served from a held message (complete at once) or a deferred
+ * send (complete once the PMPI send is). The state is malloc'd by the
+ * caller, owned by MPI once started (freed when the request is). */
+struct shim_greq {
+    MPI_Status st; /* the status MPI reports for the request */
+    int error;     /* its error (what MPI_Wait & co. return), MPI_SUCCESS */
+};
+/* Make *req a generalized request on @p g; on failure @p g is freed. */
+int shim_greq_start(struct shim_greq *g, MPI_Request *req);
+
 /* Record a staged nonblocking call whose request PMPI just returned in
  * *req. Without memory for the record, the request is completed here
  * (PMPI_Wait, then the staging is finished: the call became blocking) and

@@ -51,15 +51,8 @@ struct shim_defer {
     MPI_Comm comm;
     _Atomic int started;    /* posted: real is the PMPI request */
     MPI_Request real;
-    struct defer_state *gs; /* the generalized request's state */
+    struct shim_greq *gs;   /* the user's request's state (st, error) */
     int complete;           /* MPI_Grequest_complete called */
-};
-
-/* The generalized request's state: the status of the PMPI send, set
- * before MPI_Grequest_complete; freed by MPI (greq_free). */
-struct defer_state {
-    MPI_Status st;
-    int error;
 };
 
 static pthread_mutex_t fifo_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -84,27 +77,6 @@ static void copy_done(cucopy_completion_t *c)
     struct shim_defer *d = (struct shim_defer *)c;
     d->copy_status = c->status;
     atomic_store_explicit(&d->copied, 1, memory_order_release);
-}
-
-static int greq_query(void *extra, MPI_Status *s)
-{
-    struct defer_state *g = extra;
-    *s = g->st;
-    s->MPI_ERROR = g->error;
-    return g->error;
-}
-
-static int greq_free(void *extra)
-{
-    free(extra);
-    return MPI_SUCCESS;
-}
-
-static int greq_cancel(void *extra, int complete)
-{
-    (void)extra;
-    (void)complete; /* a send being posted is not cancelled: its status says so */
-    return MPI_SUCCESS;
 }
 
 static void defer_free(struct shim_defer *d)
@@ -136,7 +108,7 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
 {
     /* Everything that can fail first: then the copy, the request, the queue. */
     struct shim_defer *d = calloc(1, sizeof *d);
-    struct defer_state *gs = calloc(1, sizeof *gs);
+    struct shim_greq *gs = calloc(1, sizeof *gs);
     struct shim_rec *r = shim_rec_new();
     int combiner = MPI_COMBINER_NAMED, ni, na, nd;
     int ok = d != NULL && gs != NULL && r != NULL &&
@@ -165,7 +137,8 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     } else if (st != CUCOPY_INPROGRESS) {
         goto plain; /* nothing in flight: the plain path copies and reports */
     }
-    if (PMPI_Grequest_start(greq_query, greq_free, greq_cancel, gs, req) != MPI_SUCCESS) {
+    if (shim_greq_start(gs, req) != MPI_SUCCESS) { /* gs freed */
+        gs = NULL;
         while (!atomic_load_explicit(&d->copied, memory_order_acquire))
             shim_copy_progress(); /* the copy writes the staging memory */
         goto plain;
@@ -287,7 +260,7 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     if (!flag)
         return 0;
     if (d->copy_status != CUCOPY_OK && d->gs->error == MPI_SUCCESS) {
-        /* Reported once, by MPI: the generalized request's error (greq_query). */
+        /* Reported once, by MPI: the generalized request's error (shim_greq). */
         fprintf(stderr, "cucopy_mpi: %s: copying the device buffer to host memory failed "
                         "(status %d; the message was sent anyway)\n",
                 r->call, (int)d->copy_status);

@@ -373,53 +373,19 @@ int shim_held_recv(const char *call, struct held *h, void *buf, MPI_Count count,
                                                  : "receiving a probed message");
 }
 
-/* A generalized request, complete at once, whose status is a held message's. */
-struct held_greq {
-    int src, tag;
-    MPI_Count bytes;
-};
-
-static int greq_query(void *extra, MPI_Status *s)
+/* *req: a generalized request with state @p g (malloc'd), complete at once,
+ * whose status is @p st. */
+static int greq_served(struct shim_greq *g, const MPI_Status *st, MPI_Request *req)
 {
-    struct held_greq *g = extra;
-    s->MPI_SOURCE = g->src;
-    s->MPI_TAG = g->tag;
-    s->MPI_ERROR = MPI_SUCCESS;
-    PMPI_Status_set_elements_x(s, MPI_BYTE, g->bytes);
-    PMPI_Status_set_cancelled(s, 0);
-    return MPI_SUCCESS;
-}
-
-static int greq_free(void *extra)
-{
-    free(extra);
-    return MPI_SUCCESS;
-}
-
-static int greq_cancel(void *extra, int complete)
-{
-    (void)extra;
-    (void)complete; /* complete at once: nothing to cancel */
-    return MPI_SUCCESS;
-}
-
-/* *req: a generalized request with state @p g, complete, whose status is @p st's. */
-static int greq_complete(struct held_greq *g, const MPI_Status *st, MPI_Request *req)
-{
-    *g = (struct held_greq){.src = st->MPI_SOURCE, .tag = st->MPI_TAG};
-    PMPI_Get_elements_x(st, MPI_BYTE, &g->bytes);
-    int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, g, req);
-    if (rc != MPI_SUCCESS) {
-        free(g);
-        return rc;
-    }
-    return PMPI_Grequest_complete(*req);
+    *g = (struct shim_greq){.st = *st, .error = MPI_SUCCESS};
+    int rc = shim_greq_start(g, req);
+    return rc != MPI_SUCCESS ? rc : PMPI_Grequest_complete(*req);
 }
 
 int shim_held_irecv(const char *call, struct held *h, void *buf, MPI_Count count,
                     MPI_Datatype dt, MPI_Comm comm, MPI_Request *req)
 {
-    struct held_greq *g = malloc(sizeof *g);
+    struct shim_greq *g = malloc(sizeof *g);
     if (g == NULL) {
         held_free(h);
         return shim_error(comm, MPI_ERR_NO_MEM, call, "no memory for a probed message's request");
@@ -430,7 +396,7 @@ int shim_held_irecv(const char *call, struct held *h, void *buf, MPI_Count count
         free(g);
         return rc; /* raised there: reported by the call that posts the receive */
     }
-    return greq_complete(g, &st, req);
+    return greq_served(g, &st, req);
 }
 
 /* The handed-out held message of handle @p msg, unlinked; NULL if none. */
@@ -494,7 +460,7 @@ int shim_held_imrecv(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *m
     if (h == NULL)
         goto plain;
     /* A handed-out message is this process's own: received in the call. */
-    struct held_greq *g = malloc(sizeof *g);
+    struct shim_greq *g = malloc(sizeof *g);
     if (g == NULL)
         return shim_error(h->comm, MPI_ERR_NO_MEM, "MPI_Imrecv",
                           "no memory for a probed message's request");
@@ -504,7 +470,7 @@ int shim_held_imrecv(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *m
         free(g);
         return rc;
     }
-    return greq_complete(g, &st, req);
+    return greq_served(g, &st, req);
 plain:
 #if SHIM_LARGE_COUNT
     return PMPI_Imrecv_c(buf, count, dt, msg, req);

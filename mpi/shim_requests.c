@@ -169,6 +169,35 @@ int shim_rec_keep(MPI_Request *req, MPI_Comm comm, const char *call, void *mem)
     return MPI_SUCCESS;
 }
 
+static int greq_query(void *extra, MPI_Status *s)
+{
+    struct shim_greq *g = extra;
+    *s = g->st;
+    s->MPI_ERROR = g->error;
+    return g->error;
+}
+
+static int greq_free(void *extra)
+{
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete; /* served at once, or a send being posted: not cancelled */
+    return MPI_SUCCESS;
+}
+
+int shim_greq_start(struct shim_greq *g, MPI_Request *req)
+{
+    int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, g, req);
+    if (rc != MPI_SUCCESS)
+        free(g);
+    return rc;
+}
+
 struct shim_rec *shim_rec_new(void)
 {
     return malloc(sizeof(struct shim_rec));
