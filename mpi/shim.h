@@ -977,11 +977,25 @@ void shim_defer_drop(struct shim_defer *d);
 /* Append the deferred sends' part of the stats line. */
 int shim_defer_stats(char *out, size_t len);
 
-/* cucopy for the pipeline (shim_state.c): an asynchronous copy with a
- * completion (cucopy_ep_put_zcopy), progress, and an error raised with
- * cucopy's detail on stderr. */
-cucopy_status_t shim_copy_async(const void *src, void *dst, size_t n, cucopy_completion_t *comp);
+/* cucopy's asynchronous copies (shim_state.c): progress, and below one copy
+ * (cucopy_ep_put_zcopy with a completion). */
 void shim_copy_progress(void);
+
+/* One asynchronous copy (a pipelined chunk, a deferred send): a completion
+ * whose func marks it done, with its status. */
+struct shim_copy {
+    cucopy_completion_t comp; /* first: the callback casts back */
+    _Atomic int done;
+    cucopy_status_t status;
+};
+/* Start copying @p n bytes from @p src to @p dst. 1: issued (or finished,
+ * or failed: k->done is set then), 0: no resource now, retry after progress. */
+int shim_copy_start(struct shim_copy *k, const void *src, void *dst, size_t n);
+
+static inline int shim_copy_is_done(struct shim_copy *k)
+{
+    return atomic_load_explicit(&k->done, memory_order_acquire);
+}
 
 /* ---- non-contiguous datatypes (shim_types.c) ------------------------------ */
 

@@ -39,9 +39,7 @@ _Atomic int shim_deferred_n; /* deferred sends not posted yet */
 static _Atomic unsigned long long stat_async, stat_in_flight;
 
 struct shim_defer {
-    cucopy_completion_t comp; /* first: the callback casts back */
-    _Atomic int copied;
-    cucopy_status_t copy_status;
+    struct shim_copy copy;   /* the device-to-host copy */
     struct shim_defer *next; /* the FIFO of sends not posted yet */
     struct shim_rec *rec;    /* the user's request's record (rec->buf: the staging) */
     int mode, dest, tag;
@@ -70,13 +68,6 @@ int shim_defer_configure(char *err, size_t errlen)
         return -1;
     }
     return 0;
-}
-
-static void copy_done(cucopy_completion_t *c)
-{
-    struct shim_defer *d = (struct shim_defer *)c;
-    d->copy_status = c->status;
-    atomic_store_explicit(&d->copied, 1, memory_order_release);
 }
 
 static void defer_free(struct shim_defer *d)
@@ -121,7 +112,6 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     }
     if (!ok)
         goto plain;
-    d->comp = (cucopy_completion_t){.func = copy_done, .count = 1, .status = CUCOPY_OK};
     d->mode = mode;
     d->dest = dest;
     d->tag = tag;
@@ -129,17 +119,13 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     d->comm = comm;
     d->real = MPI_REQUEST_NULL;
     d->gs = gs;
-    cucopy_status_t st;
-    while ((st = shim_copy_async(b->first, b->host, b->bytes, &d->comp)) == CUCOPY_ERR_NO_RESOURCE)
+    while (!shim_copy_start(&d->copy, b->first, b->host, b->bytes))
         shim_copy_progress();
-    if (st == CUCOPY_OK) {
-        atomic_store_explicit(&d->copied, 1, memory_order_release);
-    } else if (st != CUCOPY_INPROGRESS) {
-        goto plain; /* nothing in flight: the plain path copies and reports */
-    }
+    if (shim_copy_is_done(&d->copy) && d->copy.status != CUCOPY_OK)
+        goto plain; /* refused at once, nothing in flight: the plain path copies and reports */
     if (shim_greq_start(gs, req) != MPI_SUCCESS) { /* gs freed */
         gs = NULL;
-        while (!atomic_load_explicit(&d->copied, memory_order_acquire))
+        while (!shim_copy_is_done(&d->copy))
             shim_copy_progress(); /* the copy writes the staging memory */
         goto plain;
     }
@@ -147,7 +133,7 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     shim_rec_insert_deferred(r, *req, comm, call, b, d);
     d->rec = r;
     atomic_fetch_add_explicit(&stat_async, 1, memory_order_relaxed);
-    if (!atomic_load_explicit(&d->copied, memory_order_acquire))
+    if (!shim_copy_is_done(&d->copy))
         atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed);
     pthread_mutex_lock(&fifo_mu);
     *fifo_tail = d;
@@ -218,11 +204,11 @@ void shim_defer_flush(int wait)
     pthread_mutex_lock(&fifo_mu);
     while (fifo_head != NULL) {
         struct shim_defer *d = fifo_head;
-        while (!atomic_load_explicit(&d->copied, memory_order_acquire)) {
+        while (!shim_copy_is_done(&d->copy)) {
             if (!wait)
                 goto out;
             shim_copy_progress();
-            if (!atomic_load_explicit(&d->copied, memory_order_acquire))
+            if (!shim_copy_is_done(&d->copy))
                 sched_yield(); /* the copy engine works */
         }
         fifo_head = d->next;
@@ -259,11 +245,11 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     }
     if (!flag)
         return 0;
-    if (d->copy_status != CUCOPY_OK && d->gs->error == MPI_SUCCESS) {
+    if (d->copy.status != CUCOPY_OK && d->gs->error == MPI_SUCCESS) {
         /* Reported once, by MPI: the generalized request's error (shim_greq). */
         fprintf(stderr, "cucopy_mpi: %s: copying the device buffer to host memory failed "
                         "(status %d; the message was sent anyway)\n",
-                r->call, (int)d->copy_status);
+                r->call, (int)d->copy.status);
         d->gs->error = MPI_ERR_OTHER;
     }
     d->gs->st = st;

@@ -116,41 +116,6 @@ void shim_pipe_after_init(void)
 
 /* ---- the copies ----------------------------------------------------------------- */
 
-/* One chunk's copy: a completion whose func marks it done. */
-struct pipe_copy {
-    cucopy_completion_t comp; /* first: the callback casts back */
-    _Atomic int done;
-    cucopy_status_t status;
-};
-
-static void copy_done(cucopy_completion_t *c)
-{
-    struct pipe_copy *k = (struct pipe_copy *)c;
-    k->status = c->status;
-    atomic_store_explicit(&k->done, 1, memory_order_release);
-}
-
-/* Start copying @p n bytes from @p src to @p dst. 1: issued (or finished,
- * or failed: k->done is set then), 0: no resource now, retry after progress. */
-static int copy_start(struct pipe_copy *k, const void *src, void *dst, size_t n)
-{
-    k->comp = (cucopy_completion_t){.func = copy_done, .count = 1, .status = CUCOPY_OK};
-    atomic_store_explicit(&k->done, 0, memory_order_relaxed);
-    cucopy_status_t st = shim_copy_async(src, dst, n, &k->comp);
-    if (st == CUCOPY_INPROGRESS)
-        return 1;
-    if (st == CUCOPY_ERR_NO_RESOURCE)
-        return 0;
-    k->status = st;
-    atomic_store_explicit(&k->done, 1, memory_order_release);
-    return 1;
-}
-
-static int copy_is_done(struct pipe_copy *k)
-{
-    return atomic_load_explicit(&k->done, memory_order_acquire);
-}
-
 /* ---- sending ---------------------------------------------------------------------- */
 
 /* A pipelined send whose chunks are posted: its requests and the staging
@@ -161,7 +126,7 @@ struct pipe_stream {
     struct pipe_env env;
     int n;
     MPI_Request *reqs;      /* n chunk sends */
-    struct pipe_copy *copy; /* n device->host copies */
+    struct shim_copy *copy; /* n device->host copies */
 };
 
 static pthread_mutex_t flight_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -342,7 +307,7 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
     int issued = 0, posted = 0;
     while (issued < n && issued < COPY_WINDOW) {
         size_t off = (size_t)issued * chunk;
-        if (!copy_start(&ps->copy[issued], b.first + off, b.host + off,
+        if (!shim_copy_start(&ps->copy[issued], b.first + off, b.host + off,
                         chunk_len(b.bytes, chunk, issued)))
             break;
         issued++;
@@ -351,7 +316,7 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
     cucopy_status_t failed = CUCOPY_OK;
     while (posted < n) {
         shim_copy_progress();
-        while (posted < n && posted < issued && copy_is_done(&ps->copy[posted])) {
+        while (posted < n && posted < issued && shim_copy_is_done(&ps->copy[posted])) {
             if (ps->copy[posted].status != CUCOPY_OK && failed == CUCOPY_OK)
                 failed = ps->copy[posted].status;
             if (erc == MPI_SUCCESS) {
@@ -363,7 +328,7 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
         }
         while (issued < n && issued - posted < COPY_WINDOW) {
             size_t off = (size_t)issued * chunk;
-            if (!copy_start(&ps->copy[issued], b.first + off, b.host + off,
+            if (!shim_copy_start(&ps->copy[issued], b.first + off, b.host + off,
                             chunk_len(b.bytes, chunk, issued)))
                 break;
             issued++;
@@ -372,7 +337,7 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
             int flag = 0;
             PMPI_Testall(posted, ps->reqs, &flag, MPI_STATUSES_IGNORE); /* MPI's progress */
         }
-        if (posted < n && !copy_is_done(&ps->copy[posted]))
+        if (posted < n && !shim_copy_is_done(&ps->copy[posted]))
             sched_yield(); /* the copy engine (or the driver's threads) works */
     }
     shim_stats_add(0, b.device, b.bytes);
@@ -425,7 +390,7 @@ struct pipe_slot {
     MPI_Request req;
     char *land;    /* where MPI writes it: host + off, or scratch */
     size_t fit;    /* bytes of it within the capacity */
-    struct pipe_copy copy;
+    struct shim_copy copy;
     int copying;
 };
 
@@ -506,18 +471,18 @@ static int recv_stream(const char *call, const struct pipe_env *env, char *host,
                                               memory_order_relaxed);
                 if (dev != NULL && sl->fit > 0) {
                     sl->copying = 1;
-                    if (!copy_start(&sl->copy, host + off, dev + off, sl->fit))
+                    if (!shim_copy_start(&sl->copy, host + off, dev + off, sl->fit))
                         sl->copying = 2; /* retried below */
                 }
             }
             if (sl->copying == 2) {
                 size_t off = (size_t)sl->k * chunk;
-                if (!copy_start(&sl->copy, host + off, dev + off, sl->fit))
+                if (!shim_copy_start(&sl->copy, host + off, dev + off, sl->fit))
                     continue;
                 sl->copying = 1;
             }
             if (sl->copying == 1) {
-                if (!copy_is_done(&sl->copy))
+                if (!shim_copy_is_done(&sl->copy))
                     continue;
                 if (sl->copy.status != CUCOPY_OK && failed == CUCOPY_OK)
                     failed = sl->copy.status;
@@ -538,7 +503,7 @@ static int recv_stream(const char *call, const struct pipe_env *env, char *host,
             PMPI_Cancel(&slot[i].req);
             PMPI_Wait(&slot[i].req, MPI_STATUS_IGNORE);
         }
-        while (slot[i].copying == 1 && !copy_is_done(&slot[i].copy))
+        while (slot[i].copying == 1 && !shim_copy_is_done(&slot[i].copy))
             shim_copy_progress();
     }
     for (int i = 0; i < RECV_WINDOW; i++)

@@ -554,7 +554,7 @@ int shim_cucopy_error(MPI_Comm comm, const char *call, const char *what)
 
 /* ---- the pipeline's copies ----------------------------------------------------- */
 
-cucopy_status_t shim_copy_async(const void *src, void *dst, size_t n, cucopy_completion_t *comp)
+static cucopy_status_t copy_async(const void *src, void *dst, size_t n, cucopy_completion_t *comp)
 {
     cucopy_iov_t iov = {.buffer = (void *)src, .length = n};
     return cc.ep_put_zcopy(cc.ep, &iov, 1, (uint64_t)(uintptr_t)dst, comp);
@@ -563,6 +563,27 @@ cucopy_status_t shim_copy_async(const void *src, void *dst, size_t n, cucopy_com
 void shim_copy_progress(void)
 {
     cc.iface_progress(cc.iface);
+}
+
+static void copy_done(cucopy_completion_t *c)
+{
+    struct shim_copy *k = (struct shim_copy *)c;
+    k->status = c->status;
+    atomic_store_explicit(&k->done, 1, memory_order_release);
+}
+
+int shim_copy_start(struct shim_copy *k, const void *src, void *dst, size_t n)
+{
+    k->comp = (cucopy_completion_t){.func = copy_done, .count = 1, .status = CUCOPY_OK};
+    atomic_store_explicit(&k->done, 0, memory_order_relaxed);
+    cucopy_status_t st = copy_async(src, dst, n, &k->comp);
+    if (st == CUCOPY_INPROGRESS)
+        return 1;
+    if (st == CUCOPY_ERR_NO_RESOURCE)
+        return 0;
+    k->status = st;
+    atomic_store_explicit(&k->done, 1, memory_order_release);
+    return 1;
 }
 
 /* ---- classification and staging ------------------------------------------------- */
