@@ -71,6 +71,10 @@ static int is_collective(enum test t)
     return t >= ALLREDUCE && t != XFACE;
 }
 
+/* --host-mem: what the host buffers of the measurements are. */
+enum { HOST_MEM_MALLOC, HOST_MEM_PINNED, HOST_MEM_REGISTERED, HOST_MEM_KINDS };
+static const char *const host_mem_names[HOST_MEM_KINDS] = {"malloc", "pinned", "registered"};
+
 static struct {
     size_t sizes[MAX_SIZES];
     int nsizes;
@@ -85,7 +89,8 @@ static struct {
     int test_on[NTESTS];
     double short_us; /* < 0: measure */
     int verify;
-    int xface_n; /* 0: default */
+    int xface_n;  /* 0: default */
+    int host_mem; /* the host buffers (HOST_MEM_*) */
 } opt = {.max_size = 256 * MIB,
          .warmup = -1,
          .window = 64,
@@ -143,6 +148,10 @@ static void usage(FILE *f)
             "                    byte in flight holds pinned memory of the shim's pool,\n"
             "                    CUCOPY_MPI_POOL_MB, default 1024)\n"
             "  --device N[,M]    device of rank 0 [and of the other ranks] (default 0)\n"
+            "  --host-mem KIND   the host buffers: malloc (default, pageable), pinned\n"
+            "                    (cuMemHostAlloc) or registered (malloc'd, then\n"
+            "                    cuMemHostRegister): what the MPI itself does on the memory\n"
+            "                    kind the shim stages through (pinned)\n"
             "  --short-us X      cucopy's 8 B short-copy latency for the latency goal\n"
             "                    (default: measured here with raw 8 B cuMemcpyHtoD/DtoH)\n"
             "  --verify          a quick check: sizes 8,4K,64K,1M, 5 iterations, 1 warmup,\n"
@@ -250,6 +259,13 @@ static int parse_args(int argc, char **argv)
         } else if (strcmp(a, "--max-size") == 0) {
             opt.max_size = parse_size(v, &ok);
             bad = !ok;
+        } else if (strcmp(a, "--host-mem") == 0) {
+            bad = 1;
+            for (int k = 0; k < HOST_MEM_KINDS; k++)
+                if (strcmp(v, host_mem_names[k]) == 0) {
+                    opt.host_mem = k;
+                    bad = 0;
+                }
         } else if (strcmp(a, "--inflight") == 0) {
             opt.inflight = parse_size(v, &ok);
             bad = !ok;
@@ -516,6 +532,32 @@ static void *host_alloc(size_t n)
     }
     memset(p, 0, n); /* first touch outside the timed loops */
     return p;
+}
+
+/* The measurements' host buffers, as --host-mem says. */
+static void *user_host_alloc(size_t n)
+{
+    if (opt.host_mem == HOST_MEM_PINNED) {
+        void *p = NULL;
+        TD_CHECK(td.cuMemHostAlloc(&p, n, CD_MEMHOSTALLOC_PORTABLE));
+        memset(p, 0, n);
+        return p;
+    }
+    void *p = host_alloc(n);
+    if (opt.host_mem == HOST_MEM_REGISTERED)
+        TD_CHECK(td.cuMemHostRegister(p, n, CD_MEMHOSTREGISTER_PORTABLE));
+    return p;
+}
+
+static void user_host_free(void *p)
+{
+    if (opt.host_mem == HOST_MEM_PINNED) {
+        TD_CHECK(td.cuMemFreeHost(p));
+        return;
+    }
+    if (opt.host_mem == HOST_MEM_REGISTERED)
+        TD_CHECK(td.cuMemHostUnregister(p));
+    free(p);
 }
 
 static char *device_alloc(size_t n)
@@ -815,8 +857,12 @@ static void print_header(const char *devname[2])
         printf("# shim: NOT LOADED (LD_PRELOAD=%s; libcucopy_mpi mapped: rank 0 %s, %s %s): "
                "device buffers reach MPI unchanged (a non-CUDA-aware MPI faults on them)\n",
                pre ? pre : "(unset)", yes(m[0]), others_name(), yes(m[1]));
-    printf("# buffers: host = malloc'd (page-aligned, pageable), device = cuMemAlloc on the "
-           "rank's device, from the driver (this program never calls cucopy)\n");
+    static const char *const host_mem_text[HOST_MEM_KINDS] = {
+        "malloc'd (page-aligned, pageable)", "pinned (cuMemHostAlloc, --host-mem pinned)",
+        "malloc'd and registered (cuMemHostRegister, --host-mem registered)"};
+    printf("# buffers: host = %s, device = cuMemAlloc on the "
+           "rank's device, from the driver (this program never calls cucopy)\n",
+           host_mem_text[opt.host_mem]);
     printf("# pairs (rank 0 - rank 1): H-H host-host, D-D device-device, H-D host-device, D-H "
            "device-host; bw sends rank 0 -> rank 1; the collectives: H-H every rank's buffers "
            "host, D-D every rank's device\n");
@@ -1122,8 +1168,8 @@ int main(int argc, char **argv)
         }
     if (buf_bytes == 0)
         buf_bytes = 4096; /* xface alone: it allocates its own */
-    sendbuf[HOST] = host_alloc(buf_bytes);
-    recvbuf[HOST] = host_alloc(buf_bytes);
+    sendbuf[HOST] = user_host_alloc(buf_bytes);
+    recvbuf[HOST] = user_host_alloc(buf_bytes);
     scratch = host_alloc(buf_bytes);
     sendbuf[DEVICE] = device_alloc(buf_bytes);
     recvbuf[DEVICE] = device_alloc(buf_bytes);
@@ -1182,8 +1228,8 @@ int main(int argc, char **argv)
 
     TD_CHECK(td.cuMemFree(dptr(sendbuf[DEVICE])));
     TD_CHECK(td.cuMemFree(dptr(recvbuf[DEVICE])));
-    free(sendbuf[HOST]);
-    free(recvbuf[HOST]);
+    user_host_free(sendbuf[HOST]);
+    user_host_free(recvbuf[HOST]);
     free(scratch);
 
     int total = 0;

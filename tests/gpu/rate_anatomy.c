@@ -10,8 +10,13 @@
  *   live      per poll: cuDevicePrimaryCtxGetState + cuCtxGetId +
  *             cuCtxGetCurrent (the incarnation check of progress)
  *   all       the three together (cucopy's driver calls per op)
- * Each variant's rate is printed with its ratio to the plain loop, and the
- * cost of each call alone (ns). No Go, no cucopy: what the driver charges.
+ *   newest    the polling order of cucopy's progress (cd_query_queue): with
+ *             more than two in flight, the oldest event, then the newest
+ *             (done: all are), then in order from the second
+ *   all+newest  cucopy's driver calls and its polling order
+ * Each variant's rate is printed with its ratio to the plain loop and its
+ * event queries per op, and the cost of each call alone (ns). No Go, no
+ * cucopy: what the driver charges.
  *
  *   gcc -O2 -std=gnu11 -I cudadrv -I tests/common tests/gpu/rate_anatomy.c \
  *       tests/common/testdrv.c -ldl -o rate_anatomy && ./rate_anatomy
@@ -32,7 +37,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-enum { CLASSIFY = 1, CTX = 2, LIVE = 4 };
+enum { CLASSIFY = 1, CTX = 2, LIVE = 4, NEWEST = 8 };
 
 static cdContext ctx;
 static cdStream stream;
@@ -72,21 +77,48 @@ static void live_calls(void)
     ctx_calls();
 }
 
-/* Million ops per second of n ops with the extra calls of mask. */
-static double loop(long n, unsigned mask)
+static long queries; /* cuEventQuery calls of the loops */
+
+static cdResult query(long k)
+{
+    queries++;
+    return td.cuEventQuery(ev[k % W]);
+}
+
+/* The polling of one loop turn: the leading done events of [done, issued),
+ * oldest first (the plain loop), or in cd_query_queue's order (NEWEST). */
+static long poll(long done, long issued, unsigned mask)
+{
+    long n = issued - done, k = 0;
+    if ((mask & NEWEST) && n > 2) {
+        cdResult r = query(done);
+        if (r == CD_ERROR_NOT_READY)
+            return done;
+        TD_CHECK(r);
+        if ((r = query(issued - 1)) == CD_SUCCESS)
+            return issued;
+        k = 1;
+    }
+    for (; k < n; k++) {
+        cdResult r = query(done + k);
+        if (r == CD_ERROR_NOT_READY)
+            break;
+        TD_CHECK(r);
+    }
+    return done + k;
+}
+
+/* Million ops per second of n ops with the extra calls of mask; *qpo: event
+ * queries per op. */
+static double loop(long n, unsigned mask, double *qpo)
 {
     long issued = 0, done = 0;
+    queries = 0;
     double t0 = now_s();
     while (done < n) {
         if (mask & LIVE)
             live_calls();
-        while (done < issued) {
-            cdResult r = td.cuEventQuery(ev[done % W]);
-            if (r == CD_ERROR_NOT_READY)
-                break;
-            TD_CHECK(r);
-            done++;
-        }
+        done = poll(done, issued, mask);
         while (issued < n && issued - done < W) {
             if (mask & CLASSIFY) {
                 classify((cdDevicePtr)(uintptr_t)pinned);
@@ -99,7 +131,10 @@ static double loop(long n, unsigned mask)
             issued++;
         }
     }
-    return (double)n / (now_s() - t0) / 1e6;
+    double secs = now_s() - t0;
+    if (qpo != NULL)
+        *qpo = (double)queries / (double)n;
+    return (double)n / secs / 1e6;
 }
 
 static double each_ns(void (*f)(void), long n)
@@ -142,20 +177,22 @@ int main(int argc, char **argv)
     TD_CHECK(td.cuStreamCreate(&stream, CD_STREAM_NON_BLOCKING));
     for (int i = 0; i < W; i++)
         TD_CHECK(td.cuEventCreate(&ev[i], CD_EVENT_DISABLE_TIMING));
-    (void)loop(n / 10, 0); /* warm */
+    (void)loop(n / 10, 0, NULL); /* warm */
     static const struct {
         const char *name;
         unsigned mask;
     } v[] = {{"plain", 0},       {"+classify", CLASSIFY},    {"+ctx", CTX},
-             {"+live", LIVE},    {"+classify+ctx", CLASSIFY | CTX}, {"all", CLASSIFY | CTX | LIVE}};
+             {"+live", LIVE},    {"+classify+ctx", CLASSIFY | CTX}, {"all", CLASSIFY | CTX | LIVE},
+             {"newest", NEWEST}, {"all+newest", CLASSIFY | CTX | LIVE | NEWEST}};
     for (int round = 0; round < 2; round++) {
         double base = 0;
         for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
-            double r = loop(n, v[k].mask);
+            double qpo = 0;
+            double r = loop(n, v[k].mask, &qpo);
             if (k == 0)
                 base = r;
-            printf("rate_anatomy round %d: %-15s %.4f Mops/s  %.2f of plain\n", round, v[k].name, r,
-                   r / base);
+            printf("rate_anatomy round %d: %-15s %.4f Mops/s  %.2f of plain  %.2f queries/op\n",
+                   round, v[k].name, r, r / base, qpo);
         }
     }
     TD_CHECK(td.cuStreamSynchronize(stream));

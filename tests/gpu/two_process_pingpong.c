@@ -13,12 +13,27 @@
  * contexts, which no library in either process can remove (CUDA MPS or a
  * GPU per rank would).
  *
+ * With --stream (default sizes 1 MiB, 4 MiB), bandwidth instead of turns: two
+ * processes on one GPU copying at the same time in opposite directions, as an
+ * MPI sender staging device -> host does while the receiver, another process
+ * with its own context, stages host -> device. Process A copies device ->
+ * pinned host, B pinned host -> device, each SIZE bytes per cuMemcpyAsync on
+ * its own non-blocking stream with a cuStreamSynchronize every 8 copies (a
+ * staging pipeline's window), about 2 GiB per phase: A alone, B alone, then
+ * both at once. Printed: GB/s (1e9 B/s) of each, and the sum of the together
+ * rates over the mean of the alone ones (1.0: together the two move no more
+ * than one alone; 2.0: no interference). It bounds what pipelined staging can
+ * reach with both ranks on one GPU, whatever either library does.
+ *
  *   gcc -O2 -std=gnu11 -I cudadrv -I tests/common tests/gpu/two_process_pingpong.c \
- *       tests/common/testdrv.c -ldl -o pingpong && ./pingpong [SIZE...]
+ *       tests/common/testdrv.c -ldl -o pingpong
+ *   ./pingpong [SIZE...]; ./pingpong --stream [SIZE...]
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,9 +124,119 @@ static void measurer(int in, int out, size_t size, long turns)
     exit(0);
 }
 
+/* --stream: bytes each process moves per phase, copies per synchronisation. */
+#define STREAM_BYTES (2ull << 30)
+#define STREAM_WINDOW 8
+
+/* What a --stream child sends the parent, in GB/s. */
+struct stream_rates {
+    double alone, together;
+};
+
+/* n copies of SIZE bytes on s, device -> host or host -> device, waiting for
+ * the stream after every STREAM_WINDOW of them (n is a multiple); GB/s. */
+static double stream_loop(struct gpu *g, cdStream s, int d2h, size_t size, long n)
+{
+    cdDevicePtr host = (cdDevicePtr)(uintptr_t)g->host;
+    cdDevicePtr dst = d2h ? host : g->dev, src = d2h ? g->dev : host;
+    double t0 = now_us();
+    for (long k = 0; k < n; k++) {
+        TD_CHECK(td.cuMemcpyAsync(dst, src, size, s));
+        if ((k + 1) % STREAM_WINDOW == 0)
+            TD_CHECK(td.cuStreamSynchronize(s));
+    }
+    return (double)size * n / ((now_us() - t0) * 1e3);
+}
+
+/* A --stream child: A (d2h) runs phase 1 while B waits for the token, B runs
+ * phase 2 while A waits; the token B then sends starts phase 3 in both (B on
+ * sending it, A on receiving it). The rates go to the parent on `res`. */
+static void stream_child(int d2h, int in, int out, int res, size_t size, long n)
+{
+    struct gpu g;
+    cdStream s;
+    struct stream_rates r;
+    gpu_open(&g, size);
+    TD_CHECK(td.cuStreamCreate(&s, CD_STREAM_NON_BLOCKING));
+    stream_loop(&g, s, d2h, size, STREAM_WINDOW); /* first-use costs out of the timing */
+    if (d2h) {
+        take(in); /* B ready */
+        r.alone = stream_loop(&g, s, d2h, size, n);
+        pass(out);
+        take(in);
+    } else {
+        pass(out); /* ready */
+        take(in);
+        r.alone = stream_loop(&g, s, d2h, size, n);
+        pass(out);
+    }
+    r.together = stream_loop(&g, s, d2h, size, n);
+    TD_CHECK(td.cuStreamDestroy(s));
+    if (write(res, &r, sizeof r) != (ssize_t)sizeof r)
+        exit(3);
+    exit(0);
+}
+
+static int exited_ok(int status)
+{
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* --stream [SIZE...]: per size, the two children and the line from their rates. */
+static int stream_main(int nsizes, char **sizes)
+{
+    size_t def[2] = {1 << 20, 4 << 20};
+    int failed = 0;
+    for (int i = 0; i < (nsizes > 0 ? nsizes : 2); i++) {
+        size_t size = nsizes > 0 ? strtoull(sizes[i], NULL, 0) : def[i];
+        if (size == 0) {
+            fprintf(stderr, "two_process_pingpong: bad size %s\n", sizes[i]);
+            return 2;
+        }
+        long n = (STREAM_BYTES / size + STREAM_WINDOW - 1) / STREAM_WINDOW * STREAM_WINDOW;
+        if (n < 2 * STREAM_WINDOW)
+            n = 2 * STREAM_WINDOW;
+        int a_to_b[2], b_to_a[2], res_a[2], res_b[2];
+        if (pipe(a_to_b) != 0 || pipe(b_to_a) != 0 || pipe(res_a) != 0 || pipe(res_b) != 0)
+            return 1;
+        pid_t a = fork();
+        if (a == 0)
+            stream_child(1, b_to_a[0], a_to_b[1], res_a[1], size, n);
+        pid_t b = fork();
+        if (b == 0)
+            stream_child(0, a_to_b[0], b_to_a[1], res_b[1], size, n);
+        close(a_to_b[0]), close(a_to_b[1]), close(b_to_a[0]), close(b_to_a[1]);
+        close(res_a[1]), close(res_b[1]);
+        /* Each child holds both ends of the token pipes, so one that fails
+         * leaves the other waiting for a token forever: stop that one. */
+        int st = 0;
+        pid_t first = wait(&st), second = first == a ? b : a;
+        int bad = !exited_ok(st);
+        if (bad)
+            kill(second, SIGKILL);
+        waitpid(second, &st, 0);
+        bad |= !exited_ok(st);
+        struct stream_rates ra, rb;
+        bad |= read(res_a[0], &ra, sizeof ra) != (ssize_t)sizeof ra ||
+               read(res_b[0], &rb, sizeof rb) != (ssize_t)sizeof rb;
+        close(res_a[0]), close(res_b[0]);
+        if (!bad) {
+            printf("two_process_pingpong --stream: %8zu B: alone d2h %5.1f GB/s h2d %5.1f GB/s; "
+                   "together d2h %5.1f GB/s h2d %5.1f GB/s (sum %.2f of the alone mean)\n",
+                   size, ra.alone, rb.alone, ra.together, rb.together,
+                   (ra.together + rb.together) / ((ra.alone + rb.alone) / 2));
+            fflush(stdout); /* before the next fork, or the children repeat it */
+        }
+        failed |= bad;
+    }
+    return failed;
+}
+
 /* The parent never touches CUDA: both processes of a size are its children. */
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--stream") == 0)
+        return stream_main(argc - 2, argv + 2);
     const long turns = 4000;
     int nsizes = argc > 1 ? argc - 1 : 3;
     size_t def[3] = {8, 16384, 32768};
@@ -131,7 +256,7 @@ int main(int argc, char **argv)
         int sa = 0, sb = 0;
         waitpid(a, &sa, 0);
         waitpid(b, &sb, 0);
-        failed |= !WIFEXITED(sa) || WEXITSTATUS(sa) != 0 || !WIFEXITED(sb) || WEXITSTATUS(sb) != 0;
+        failed |= !exited_ok(sa) || !exited_ok(sb);
     }
     return failed;
 }
