@@ -663,6 +663,23 @@ void shim_cucopy_host_free(void *p);
 
 /* ---- requests ------------------------------------------------------------- */
 
+/* One asynchronous copy (a pipelined chunk, a deferred send, a receive's copy
+ * back started early): a completion
+ * whose func marks it done, with its status. */
+struct shim_copy {
+    cucopy_completion_t comp; /* first: the callback casts back */
+    _Atomic int done;
+    cucopy_status_t status;
+};
+/* Start copying @p n bytes from @p src to @p dst. 1: issued (or finished,
+ * or failed: k->done is set then), 0: no resource now, retry after progress. */
+int shim_copy_start(struct shim_copy *k, const void *src, void *dst, size_t n);
+
+static inline int shim_copy_is_done(struct shim_copy *k)
+{
+    return atomic_load_explicit(&k->done, memory_order_acquire);
+}
+
 struct shim_rec {
     struct shim_rec *next;
     MPI_Request req;     /* the real request (its value is the key) */
@@ -681,7 +698,7 @@ struct shim_rec {
     int npieces[2];
     void *owned; /* memory MPI reads until completion, freed with the record (shim_rec_keep) */
     /* A pipelined message received before the completion call that reports
-     * it (Request_get_status, shim_pipe_early): its count and result, given
+     * it (Request_get_status, shim_batch_early): its count and result, given
      * to that call's status. */
     int pipe_done;
     int pipe_rc;
@@ -694,6 +711,12 @@ struct shim_rec {
     /* A deferred send (shim_defer.c): req is its generalized request, made
      * complete by shim_defer_ready once the PMPI send it posted completed. */
     struct shim_defer *defer;
+    /* A staged receive whose copy to the device started while its Waitall
+     * waited for other requests (shim_batch_early): back_bytes of it, in
+     * back; shim_rec_copy_now waits for it. */
+    int back_started;
+    size_t back_bytes;
+    struct shim_copy back;
 };
 
 /* A generalized request (MPI_Grequest_start) whose status the shim sets:
@@ -798,6 +821,17 @@ struct shim_batch {
 /* Take the records of reqs[0..n). 0: nothing staged among them; 1: some
  * taken; -1: no memory (error raised; shim_batch_end gives it). */
 int shim_batch_take(struct shim_batch *bt, int n, MPI_Request reqs[]);
+/* Before a Waitall's PMPI_Waitall: while it would wait, each receive that
+ * completed meanwhile gets its work started, polled without completing it
+ * (MPI_Request_get_status): a pipelined message's stream is received, and a
+ * staged message of at least SHIM_EARLY_BACK_MIN bytes starts its copy to
+ * the device, overlapping the arrival of the others. */
+void shim_batch_early(struct shim_batch *bt);
+/* Below this a message's copy back is left to the end of the Waitall: there
+ * is little to overlap, and a short copy is cheaper than an asynchronous one. */
+#define SHIM_EARLY_BACK_MIN ((size_t)64 << 10)
+/* Append the early copies' part of the stats line. */
+int shim_early_stats(char *out, size_t len);
 /* The statuses to give PMPI: @p user, or n local ones when it is
  * MPI_STATUSES_IGNORE. NULL on no memory (error raised). */
 MPI_Status *shim_batch_statuses(struct shim_batch *bt, MPI_Status *user);
@@ -853,6 +887,29 @@ void shim_pipe_before_finalize(void);
 int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
                    MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
                    int *rc);
+/* The steps of a pipelined send, which shim_pipe_send takes at once and a
+ * deferred Isend (shim_defer.c) one by one:
+ * - prepare: 0 when the send is not pipelined (as shim_pipe_send); 1 with
+ *   *ps the stream (staged, its first chunk copies started), or *ps NULL
+ *   and *rc the staging's error;
+ * - envelope: send it in @p mode (SHIM_PIPE_*; *req for the nonblocking
+ *   ones); its result;
+ * - step: post the chunks whose copies are done (after the envelope), start
+ *   more copies, let MPI progress; 1 when every chunk is posted;
+ * - finish: then, hand the stream to the list in flight (reaped when MPI
+ *   completed its chunks); the envelope's result, *failed the first chunk
+ *   copy that failed. */
+struct pipe_stream;
+int shim_pipe_prepare(const char *call, const void *buf, MPI_Count count, MPI_Datatype dt,
+                      int dest, MPI_Comm comm, struct pipe_stream **ps, int *rc);
+int shim_pipe_envelope(struct pipe_stream *ps, int mode, int tag, MPI_Comm comm,
+                       MPI_Request *req);
+int shim_pipe_step(struct pipe_stream *ps);
+int shim_pipe_finish(struct pipe_stream *ps, cucopy_status_t *failed);
+/* All of them at once (the blocking way): envelope, chunks, finish; the
+ * send's result (a failed chunk copy reported as shim_pipe_send does). */
+int shim_pipe_run(struct pipe_stream *ps, const char *call, int mode, int tag, MPI_Comm comm,
+                  MPI_Request *req);
 /* A receive completed with @p rc and @p s, its first byte at @p first (host
  * memory): 1 when it got an envelope. */
 int shim_pipe_is_envelope(int rc, const MPI_Status *s, const void *first);
@@ -874,10 +931,13 @@ int shim_pipe_watch(MPI_Request *req, const char *call, void *buf, MPI_Count cou
  * host memory; the datatype staging's integration point). */
 int shim_pipe_scatter(const void *packed, size_t bytes, void *buf, MPI_Count count,
                       MPI_Datatype dt, MPI_Comm comm);
-struct shim_batch;
-/* Before a Waitall: receive the stream of each of its receives as soon as
- * that receive got an envelope, not after every request completed. */
-void shim_pipe_early(struct shim_batch *bt);
+/* A receive of a Waitall's batch (shim_batch_early) that may have got an
+ * envelope: pipelining is on and its buffer can hold one. */
+int shim_pipe_early_candidate(const struct shim_rec *r);
+/* Receive the stream now if the completed receive @p r (its status @p st)
+ * got an envelope: 1 if it did (taken; an error is raised and kept for the
+ * status), 0 if it got a plain message. */
+int shim_pipe_take_early(struct shim_rec *r, const MPI_Status *st);
 /* Append the pipelining part of the stats line. */
 int shim_pipe_stats(char *out, size_t len);
 /* 1 with *total the message's bytes when @p data (@p bytes) is an envelope. */
@@ -960,6 +1020,15 @@ struct shim_defer;
  * nothing happened, the caller copies and sends as without deferring. */
 int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
                      MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+/* Isend/Issend (@p mode SHIM_PIPE_ISEND/ISSEND) of a device buffer that is
+ * pipelined (shim_pipe_prepare): start its first chunk copies, make *req a
+ * generalized request, record it and queue the send, whose envelope goes in
+ * call order and whose chunks are posted by later flushes as their copies
+ * finish; 1 with *rc its result. 0 when it is not pipelined or there is no
+ * memory: the caller goes on as without deferring. */
+int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
+                          MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
+                          int *rc);
 /* A record's memory, and a deferred send's record made in it (shim_requests.c). */
 struct shim_rec *shim_rec_new(void);
 void shim_rec_insert_deferred(struct shim_rec *r, MPI_Request req, MPI_Comm comm,
@@ -980,22 +1049,6 @@ int shim_defer_stats(char *out, size_t len);
 /* cucopy's asynchronous copies (shim_state.c): progress, and below one copy
  * (cucopy_ep_put_zcopy with a completion). */
 void shim_copy_progress(void);
-
-/* One asynchronous copy (a pipelined chunk, a deferred send): a completion
- * whose func marks it done, with its status. */
-struct shim_copy {
-    cucopy_completion_t comp; /* first: the callback casts back */
-    _Atomic int done;
-    cucopy_status_t status;
-};
-/* Start copying @p n bytes from @p src to @p dst. 1: issued (or finished,
- * or failed: k->done is set then), 0: no resource now, retry after progress. */
-int shim_copy_start(struct shim_copy *k, const void *src, void *dst, size_t n);
-
-static inline int shim_copy_is_done(struct shim_copy *k)
-{
-    return atomic_load_explicit(&k->done, memory_order_acquire);
-}
 
 /* ---- non-contiguous datatypes (shim_types.c) ------------------------------ */
 

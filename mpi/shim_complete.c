@@ -14,7 +14,9 @@
 #include "shim.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* 0: nothing staged among them; 1: some taken; -1: no memory (error raised). */
 int shim_batch_take(struct shim_batch *bt, int n, MPI_Request reqs[])
@@ -48,6 +50,98 @@ int shim_batch_defer_ready(struct shim_batch *bt, int wait)
         if (bt->recs[i] != NULL && bt->recs[i]->defer != NULL)
             left += !shim_defer_ready(bt->recs[i], wait);
     return left;
+}
+
+/* ---- early work in a Waitall (shim_batch_early) ---------------------------------- */
+
+static _Atomic unsigned long long stat_back_early; /* copies back started by it */
+
+/* A staged receive of the batch whose copy to the device may start early:
+ * contiguous staging (a layout scatters, in shim_unstage) of a buffer that
+ * can hold SHIM_EARLY_BACK_MIN bytes. */
+static int back_candidate(const struct shim_rec *r)
+{
+    return r != NULL && r->recv && !r->coll && !r->copied && !r->back_started &&
+           (!r->persistent || r->active) && r->buf.staged && r->buf.layout == NULL &&
+           r->buf.bytes >= SHIM_EARLY_BACK_MIN;
+}
+
+/* The work of receive r, which completed with status st (back: copies back
+ * start early in this batch): 1 if done with it (started, or nothing to
+ * start), 0 to ask again after progress (no resource for the copy now). */
+static int early_one(struct shim_rec *r, const MPI_Status *st, int back)
+{
+    if (shim_pipe_early_candidate(r) && shim_pipe_take_early(r, st))
+        return 1;
+    if (!back || !back_candidate(r))
+        return 1;
+    size_t n = shim_received_bytes(st);
+    if (n > r->buf.bytes)
+        n = r->buf.bytes;
+    if (n < SHIM_EARLY_BACK_MIN)
+        return 1; /* a short message: copied when the Waitall returns, as without this */
+    if (!shim_copy_start(&r->back, r->buf.host, r->buf.first, n)) {
+        shim_copy_progress();
+        return 0;
+    }
+    r->back_started = 1;
+    r->back_bytes = n;
+    atomic_fetch_add_explicit(&stat_back_early, 1, memory_order_relaxed);
+    return 1;
+}
+
+void shim_batch_early(struct shim_batch *bt)
+{
+    int npipe = 0, nback = 0;
+    for (int i = 0; i < bt->n; i++) {
+        npipe += shim_pipe_early_candidate(bt->recs[i]);
+        nback += back_candidate(bt->recs[i]);
+    }
+    /* One staged receive alone has nothing to overlap its copy with. */
+    int back = nback >= 2;
+    if (npipe == 0 && !back)
+        return;
+    char stack_seen[SHIM_STACK_REQUESTS];
+    char *seen = bt->n <= SHIM_STACK_REQUESTS ? stack_seen : calloc((size_t)bt->n, 1);
+    if (seen == NULL)
+        return; /* the Waitall takes them, in its order */
+    int left = 0; /* the candidates not seen complete yet (a receive may be both kinds) */
+    for (int i = 0; i < bt->n; i++) {
+        seen[i] = !shim_pipe_early_candidate(bt->recs[i]) && !(back && back_candidate(bt->recs[i]));
+        left += !seen[i];
+    }
+    while (left > 0) {
+        int moved = 0;
+        for (int i = 0; i < bt->n; i++) {
+            struct shim_rec *r = bt->recs[i];
+            if (seen[i])
+                continue;
+            int flag = 0;
+            MPI_Status st;
+            if (PMPI_Request_get_status(r->req, &flag, &st) != MPI_SUCCESS) {
+                left = 0; /* the Waitall reports it */
+                break;
+            }
+            if (!flag || !early_one(r, &st, back))
+                continue;
+            seen[i] = 1;
+            left--;
+            moved = 1;
+        }
+        if (!moved && left > 0)
+            sched_yield(); /* MPI's progress happens in the polls */
+    }
+    if (seen != stack_seen)
+        free(seen);
+}
+
+int shim_early_stats(char *out, size_t len)
+{
+    unsigned long long n = atomic_load(&stat_back_early);
+    if (n == 0)
+        return snprintf(out, len, "%s", "");
+    return snprintf(out, len, "; receives copied to the device while their Waitall waited: %llu",
+                    n);
 }
 
 /* The statuses to give PMPI: the user's, or local ones when ignored. NULL on
@@ -270,7 +364,7 @@ SHIM_EXPORT int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]
     if (s == NULL)
         return shim_batch_end(&bt, MPI_SUCCESS);
     shim_batch_defer_ready(&bt, 1);
-    shim_pipe_early(&bt);
+    shim_batch_early(&bt);
     int rc = PMPI_Waitall(count, reqs, s);
     shim_batch_finish_all(&bt, reqs, s, rc);
     return shim_batch_end(&bt, rc);

@@ -36,7 +36,7 @@
 int shim_isend_async = 1;
 
 _Atomic int shim_deferred_n; /* deferred sends not posted yet */
-static _Atomic unsigned long long stat_async, stat_in_flight;
+static _Atomic unsigned long long stat_async, stat_in_flight, stat_pipelined;
 
 struct shim_defer {
     struct shim_copy copy;   /* the device-to-host copy */
@@ -51,10 +51,20 @@ struct shim_defer {
     MPI_Request real;
     struct shim_greq *gs;   /* the user's request's state (st, error) */
     int complete;           /* MPI_Grequest_complete called */
+    /* A pipelined send (shim_defer_pipe_isend): its stream, until every
+     * chunk is posted (then pipe_done, and the stream is the pipeline's list
+     * in flight); posting it sends the envelope in pipe_mode, and the chunks
+     * follow in later flushes (the list advancing). copy is unused. */
+    struct pipe_stream *pipe;
+    int pipe_mode;
+    _Atomic int pipe_done;
+    cucopy_status_t pipe_failed;
+    struct shim_defer *adv_next;
 };
 
 static pthread_mutex_t fifo_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct shim_defer *fifo_head, **fifo_tail = &fifo_head;
+static struct shim_defer *advancing; /* pipelined sends posted, chunks not all (fifo_mu) */
 
 int shim_defer_configure(char *err, size_t errlen)
 {
@@ -94,6 +104,27 @@ int shim_defer_args_ok(int dest, int tag, MPI_Comm comm)
     return dest >= 0 && dest < size && tag >= 0 && tag <= *ub;
 }
 
+/* What every deferred send holds: where it goes, and the user's request's state. */
+static void defer_init(struct shim_defer *d, int dest, int tag, MPI_Comm comm,
+                       struct shim_greq *gs)
+{
+    d->dest = dest;
+    d->tag = tag;
+    d->comm = comm;
+    d->real = MPI_REQUEST_NULL;
+    d->gs = gs;
+}
+
+/* Queue deferred send @p d, in call order. */
+static void enqueue(struct shim_defer *d)
+{
+    pthread_mutex_lock(&fifo_mu);
+    *fifo_tail = d;
+    fifo_tail = &d->next;
+    atomic_fetch_add_explicit(&shim_deferred_n, 1, memory_order_release);
+    pthread_mutex_unlock(&fifo_mu);
+}
+
 int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
                      MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
 {
@@ -113,12 +144,8 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     if (!ok)
         goto plain;
     d->mode = mode;
-    d->dest = dest;
-    d->tag = tag;
     d->count = count;
-    d->comm = comm;
-    d->real = MPI_REQUEST_NULL;
-    d->gs = gs;
+    defer_init(d, dest, tag, comm, gs);
     while (!shim_copy_start(&d->copy, b->first, b->host, b->bytes))
         shim_copy_progress();
     if (shim_copy_is_done(&d->copy) && d->copy.status != CUCOPY_OK)
@@ -135,11 +162,7 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
     atomic_fetch_add_explicit(&stat_async, 1, memory_order_relaxed);
     if (!shim_copy_is_done(&d->copy))
         atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed);
-    pthread_mutex_lock(&fifo_mu);
-    *fifo_tail = d;
-    fifo_tail = &d->next;
-    atomic_fetch_add_explicit(&shim_deferred_n, 1, memory_order_release);
-    pthread_mutex_unlock(&fifo_mu);
+    enqueue(d);
     return 1;
 plain:
     if (d != NULL)
@@ -147,6 +170,84 @@ plain:
     free(gs);
     free(r);
     return 0;
+}
+
+int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
+                          MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
+                          int *rc)
+{
+    struct shim_defer *d = calloc(1, sizeof *d);
+    struct shim_greq *gs = calloc(1, sizeof *gs);
+    struct shim_rec *r = shim_rec_new();
+    struct pipe_stream *ps = NULL;
+    if (d == NULL || gs == NULL || r == NULL ||
+        !shim_pipe_prepare(call, buf, count, dt, dest, comm, &ps, rc)) {
+        free(d);
+        free(gs);
+        free(r);
+        return 0; /* not pipelined (or no memory: the blocking path) */
+    }
+    if (ps == NULL || shim_greq_start(gs, req) != MPI_SUCCESS) { /* gs freed */
+        free(d);
+        free(r);
+        if (ps == NULL) {
+            free(gs);
+            return 1; /* *rc: the staging failed */
+        }
+        /* No generalized request: the send completes the blocking way, its
+         * envelope's request the user's. */
+        *rc = shim_pipe_run(ps, call, mode, tag, comm, req);
+        return 1;
+    }
+    d->pipe = ps;
+    d->pipe_mode = mode;
+    defer_init(d, dest, tag, comm, gs);
+    struct shim_buf none = {.device = -1}; /* the stream owns the staging memory */
+    shim_rec_insert_deferred(r, *req, comm, call, &none, d);
+    d->rec = r;
+    atomic_fetch_add_explicit(&stat_async, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed); /* its chunks' copies */
+    atomic_fetch_add_explicit(&stat_pipelined, 1, memory_order_relaxed);
+    enqueue(d);
+    *rc = MPI_SUCCESS;
+    return 1;
+}
+
+/* Send the envelope of pipelined send @p d, under fifo_mu: its chunks
+ * follow from the list advancing. */
+static void defer_post_envelope(struct shim_defer *d)
+{
+    int rc = shim_pipe_envelope(d->pipe, d->pipe_mode, d->tag, d->comm, &d->real);
+    if (rc != MPI_SUCCESS) {
+        d->real = MPI_REQUEST_NULL;
+        d->gs->error = rc; /* raised by MPI on the communicator */
+    }
+    atomic_store_explicit(&d->started, 1, memory_order_release);
+    d->adv_next = advancing;
+    advancing = d;
+}
+
+/* Post the chunks of the pipelined sends advancing whose copies are done
+ * (@p wait: all of them, waiting for their copies), under fifo_mu. */
+static void advance(int wait)
+{
+    struct shim_defer **p = &advancing;
+    while (*p != NULL) {
+        struct shim_defer *d = *p;
+        int done;
+        while (!(done = shim_pipe_step(d->pipe)) && wait)
+            sched_yield(); /* the copy engine works */
+        if (!done) {
+            p = &d->adv_next;
+            continue;
+        }
+        shim_pipe_finish(d->pipe, &d->pipe_failed); /* its envelope's result is in gs */
+        d->pipe = NULL;
+        *p = d->adv_next;
+        d->adv_next = NULL;
+        atomic_store_explicit(&d->pipe_done, 1, memory_order_release);
+        atomic_fetch_sub_explicit(&shim_deferred_n, 1, memory_order_release);
+    }
 }
 
 /* Post deferred send @p d (its copy is done), under fifo_mu. */
@@ -204,7 +305,7 @@ void shim_defer_flush(int wait)
     pthread_mutex_lock(&fifo_mu);
     while (fifo_head != NULL) {
         struct shim_defer *d = fifo_head;
-        while (!shim_copy_is_done(&d->copy)) {
+        while (d->pipe == NULL && !shim_copy_is_done(&d->copy)) {
             if (!wait)
                 goto out;
             shim_copy_progress();
@@ -215,11 +316,16 @@ void shim_defer_flush(int wait)
         if (fifo_head == NULL)
             fifo_tail = &fifo_head;
         d->next = NULL;
+        if (d->pipe != NULL) {
+            defer_post_envelope(d); /* counted in shim_deferred_n until its chunks are posted */
+            continue;
+        }
         defer_post(d);
         atomic_fetch_sub_explicit(&shim_deferred_n, 1, memory_order_release);
     }
-out:;
-    int left = fifo_head != NULL;
+out:
+    advance(wait);
+    int left = fifo_head != NULL || advancing != NULL;
     pthread_mutex_unlock(&fifo_mu);
     flushing = 0;
     if (!wait && left)
@@ -231,9 +337,14 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     struct shim_defer *d = r->defer;
     if (d == NULL || d->complete)
         return 1;
-    if (!atomic_load_explicit(&d->started, memory_order_acquire))
+    /* A pipelined send is ready once every chunk is posted (its copies read
+     * the user's buffer until then), and its envelope's send completed. */
+    int pipelined = d->pipe_mode != SHIM_PIPE_NONE;
+    if (!atomic_load_explicit(&d->started, memory_order_acquire) ||
+        (pipelined && !atomic_load_explicit(&d->pipe_done, memory_order_acquire)))
         shim_defer_flush(wait);
-    if (!atomic_load_explicit(&d->started, memory_order_acquire))
+    if (!atomic_load_explicit(&d->started, memory_order_acquire) ||
+        (pipelined && !atomic_load_explicit(&d->pipe_done, memory_order_acquire)))
         return 0;
     int flag = 1;
     MPI_Status st;
@@ -245,11 +356,12 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     }
     if (!flag)
         return 0;
-    if (d->copy.status != CUCOPY_OK && d->gs->error == MPI_SUCCESS) {
+    cucopy_status_t copied = pipelined ? d->pipe_failed : d->copy.status;
+    if (copied != CUCOPY_OK && d->gs->error == MPI_SUCCESS) {
         /* Reported once, by MPI: the generalized request's error (shim_greq). */
         fprintf(stderr, "cucopy_mpi: %s: copying the device buffer to host memory failed "
                         "(status %d; the message was sent anyway)\n",
-                r->call, (int)d->copy.status);
+                r->call, (int)copied);
         d->gs->error = MPI_ERR_OTHER;
     }
     d->gs->st = st;
@@ -263,9 +375,13 @@ int shim_defer_stats(char *out, size_t len)
     unsigned long long n = atomic_load(&stat_async);
     if (n == 0)
         return snprintf(out, len, "%s", "");
+    unsigned long long p = atomic_load(&stat_pipelined);
+    char pipelined[48] = "";
+    if (p != 0)
+        snprintf(pipelined, sizeof pipelined, "; %llu of them pipelined", p);
     return snprintf(out, len, "; nonblocking sends with the copy after the call: %llu (%llu "
-                              "returned with it in flight)",
-                    n, (unsigned long long)atomic_load(&stat_in_flight));
+                              "returned with it in flight%s)",
+                    n, (unsigned long long)atomic_load(&stat_in_flight), pipelined);
 }
 
 /* ---- blocking calls that flush first ----------------------------------------------- */

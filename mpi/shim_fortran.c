@@ -999,7 +999,7 @@ static void f_waitall(int test, void *fn, fint *count, fint *req, fint *flag, fi
         ((f_testall_fn)fn)(count, req, flag, fs, &e);
         done = *flag || e == MPI_ERR_IN_STATUS;
     } else {
-        shim_pipe_early(&bt);
+        shim_batch_early(&bt);
         ((f_waitall_fn)fn)(count, req, fs, &e);
     }
     if (done) {

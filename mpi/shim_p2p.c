@@ -121,8 +121,8 @@ SHIM_EXPORT int MPI_Finalize(void)
 
 /* The staging memory stays with the request until it completes. A
  * contiguous device buffer's copy runs after the call (CUCOPY_MPI_ISEND=async:
- * the send is deferred, shim_defer.c); every other send is posted after the
- * deferred ones before it. */
+ * the send is deferred, shim_defer.c; a pipelined one's chunks too); every
+ * other send is posted after the deferred ones before it. */
 #define ISEND_WRAPPER(NAME, SFX, COUNT_T, PIPE, DEFER)                                      \
     SHIM_EXPORT int MPI_##NAME##SFX(const void *buf, COUNT_T count, MPI_Datatype dt,         \
                                     int dest, int tag, MPI_Comm comm, MPI_Request *req)      \
@@ -134,6 +134,10 @@ SHIM_EXPORT int MPI_Finalize(void)
         struct shim_buf b;                                                                   \
         int rc;                                                                              \
         if (PIPE && shim_pipe_on()) {                                                        \
+            if (shim_isend_async && shim_defer_args_ok(dest, tag, comm) &&                   \
+                shim_defer_pipe_isend("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag,    \
+                                      comm, req, &rc))                                       \
+                return rc;                                                                   \
             shim_defer_flush_if();                                                           \
             if (shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm,     \
                                req, &rc))                                                    \

@@ -12,7 +12,7 @@
  * Matching stays MPI's: receives are posted as without pipelining and check
  * what they got (shim_pipe_is_envelope); a receive that got an envelope
  * takes the stream's chunks before the call that completes it returns
- * (MPI_Waitall: as soon as the envelope is there, shim_pipe_early).
+ * (MPI_Waitall: as soon as the envelope is there, shim_batch_early).
  *
  * A send returns once every chunk is copied and posted: the chunks' requests
  * (and the staging memory they read) then live in a list of streams in
@@ -44,7 +44,7 @@ static _Atomic unsigned pipe_next_tag;
 
 static _Atomic unsigned long long stat_sent, stat_received;
 static _Atomic unsigned long long stat_dropped; /* bytes of truncated streams drained */
-static _Atomic unsigned long long stat_early;   /* streams taken by shim_pipe_early */
+static _Atomic unsigned long long stat_early;   /* streams taken by shim_batch_early */
 
 /* Chunk receives posted at once on the receiving side, and device->host
  * copies in flight at once on the sending side. */
@@ -118,8 +118,9 @@ void shim_pipe_after_init(void)
 
 /* ---- sending ---------------------------------------------------------------------- */
 
-/* A pipelined send whose chunks are posted: its requests and the staging
- * memory they read, until MPI completed them all. */
+/* A pipelined send: its staging memory (the whole message), the chunks'
+ * device->host copies and, once posted, their requests; from when every chunk
+ * is posted until MPI completed them all, it waits in the list in flight. */
 struct pipe_stream {
     struct pipe_stream *next;
     struct shim_buf b;
@@ -127,6 +128,11 @@ struct pipe_stream {
     int n;
     MPI_Request *reqs;      /* n chunk sends */
     struct shim_copy *copy; /* n device->host copies */
+    int dest, dest_world;   /* the receiver on the user's communicator, on pipe_comm */
+    int issued, posted;     /* chunks whose copy started, chunks posted */
+    int env_sent;           /* the envelope was sent (chunks go only after it) */
+    int erc;                /* its result: chunks of a failed one are not sent */
+    cucopy_status_t failed; /* the first chunk copy that failed (sent anyway) */
 };
 
 static pthread_mutex_t flight_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -252,12 +258,12 @@ static int layout_of(MPI_Count count, MPI_Datatype dt, struct recv_layout *l)
     return 0;
 }
 
-int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
-                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
-                   int *rc)
+int shim_pipe_prepare(const char *call, const void *buf, MPI_Count count, MPI_Datatype dt,
+                      int dest, MPI_Comm comm, struct pipe_stream **out, int *rc)
 {
     struct recv_layout l;
     int inter = 1;
+    *out = NULL;
     /* Contiguous buffers only: the chunks are the buffer's bytes in order
      * (a staging of non-contiguous types packs them: not pipelined). */
     if (pipe_comm == MPI_COMM_NULL || count <= 0 || layout_of(count, dt, &l) != 0 || !l.dense ||
@@ -268,7 +274,7 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
     if (dest_world < 0)
         return 0; /* a bad rank: MPI's to report, on the plain path */
     struct shim_buf b;
-    *rc = shim_stage(call, buf, count, dt, comm, 0, &b);
+    *rc = shim_stage(call, buf, count, dt, comm, 0, &b); /* the chunks copy */
     if (*rc != MPI_SUCCESS)
         return 1;
     if (!b.staged)
@@ -293,6 +299,8 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
     }
     ps->b = b;
     ps->n = n;
+    ps->dest = dest;
+    ps->dest_world = dest_world;
     unsigned t = atomic_fetch_add(&pipe_next_tag, 1);
     ps->env = (struct pipe_env){.magic = {pipe_magic[0], pipe_magic[1]},
                                 .tag = (int32_t)(t % (unsigned)pipe_tag_ub), /* not tag_ub */
@@ -301,61 +309,93 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
                                 .chunk = chunk};
     for (int k = 0; k < n; k++)
         ps->reqs[k] = MPI_REQUEST_NULL;
+    /* The copies start first: they run while the envelope goes. */
+    shim_pipe_step(ps);
+    *out = ps;
+    return 1;
+}
 
-    /* Copies first (they run while the envelope goes), then the envelope,
-     * then each chunk posted once its copy is done, in chunk order. */
-    int issued = 0, posted = 0;
-    while (issued < n && issued < COPY_WINDOW) {
-        size_t off = (size_t)issued * chunk;
-        if (!shim_copy_start(&ps->copy[issued], b.first + off, b.host + off,
-                        chunk_len(b.bytes, chunk, issued)))
+int shim_pipe_envelope(struct pipe_stream *ps, int mode, int tag, MPI_Comm comm,
+                       MPI_Request *req)
+{
+    ps->erc = send_envelope(mode, &ps->env, ps->dest, tag, comm, req);
+    ps->env_sent = 1;
+    return ps->erc;
+}
+
+int shim_pipe_step(struct pipe_stream *ps)
+{
+    size_t chunk = (size_t)ps->env.chunk;
+    struct shim_buf *b = &ps->b;
+    shim_copy_progress();
+    /* Each chunk posted once its copy is done, in chunk order, after the
+     * envelope. */
+    while (ps->env_sent && ps->posted < ps->issued && shim_copy_is_done(&ps->copy[ps->posted])) {
+        int k = ps->posted;
+        if (ps->copy[k].status != CUCOPY_OK && ps->failed == CUCOPY_OK)
+            ps->failed = ps->copy[k].status;
+        if (ps->erc == MPI_SUCCESS) {
+            size_t off = (size_t)k * chunk;
+            PMPI_Isend(b->host + off, (int)chunk_len(b->bytes, chunk, k), MPI_BYTE,
+                       ps->dest_world, ps->env.tag, pipe_comm, &ps->reqs[k]);
+        }
+        ps->posted++;
+    }
+    while (ps->issued < ps->n && ps->issued - ps->posted < COPY_WINDOW) {
+        size_t off = (size_t)ps->issued * chunk;
+        if (!shim_copy_start(&ps->copy[ps->issued], b->first + off, b->host + off,
+                             chunk_len(b->bytes, chunk, ps->issued)))
             break;
-        issued++;
+        ps->issued++;
     }
-    int erc = send_envelope(mode, &ps->env, dest, tag, comm, req);
-    cucopy_status_t failed = CUCOPY_OK;
-    while (posted < n) {
-        shim_copy_progress();
-        while (posted < n && posted < issued && shim_copy_is_done(&ps->copy[posted])) {
-            if (ps->copy[posted].status != CUCOPY_OK && failed == CUCOPY_OK)
-                failed = ps->copy[posted].status;
-            if (erc == MPI_SUCCESS) {
-                size_t off = (size_t)posted * chunk;
-                PMPI_Isend(b.host + off, (int)chunk_len(b.bytes, chunk, posted), MPI_BYTE,
-                           dest_world, ps->env.tag, pipe_comm, &ps->reqs[posted]);
-            }
-            posted++;
-        }
-        while (issued < n && issued - posted < COPY_WINDOW) {
-            size_t off = (size_t)issued * chunk;
-            if (!shim_copy_start(&ps->copy[issued], b.first + off, b.host + off,
-                            chunk_len(b.bytes, chunk, issued)))
-                break;
-            issued++;
-        }
-        if (erc == MPI_SUCCESS && posted > 0) {
-            int flag = 0;
-            PMPI_Testall(posted, ps->reqs, &flag, MPI_STATUSES_IGNORE); /* MPI's progress */
-        }
-        if (posted < n && !shim_copy_is_done(&ps->copy[posted]))
-            sched_yield(); /* the copy engine (or the driver's threads) works */
+    if (ps->erc == MPI_SUCCESS && ps->posted > 0) {
+        int flag = 0;
+        PMPI_Testall(ps->posted, ps->reqs, &flag, MPI_STATUSES_IGNORE); /* MPI's progress */
     }
-    shim_stats_add(0, b.device, b.bytes);
+    return ps->posted == ps->n;
+}
+
+int shim_pipe_finish(struct pipe_stream *ps, cucopy_status_t *failed)
+{
+    shim_stats_add(0, ps->b.device, ps->b.bytes);
+    *failed = ps->failed;
+    int erc = ps->erc;
     if (erc != MPI_SUCCESS) {
         stream_free(ps); /* every copy is done: nothing reads the memory */
-        *rc = erc;
-        return 1;
+        return erc;
     }
     atomic_fetch_add_explicit(&stat_sent, 1, memory_order_relaxed);
     pthread_mutex_lock(&flight_mu);
     ps->next = in_flight;
     in_flight = ps;
     pthread_mutex_unlock(&flight_mu);
-    *rc = failed == CUCOPY_OK
-              ? MPI_SUCCESS
-              : shim_cucopy_error(comm, call, "copying a chunk of the device buffer to host "
-                                              "memory (the chunks were sent anyway)");
+    return MPI_SUCCESS;
+}
+
+int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
+                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
+                   int *rc)
+{
+    struct pipe_stream *ps;
+    if (!shim_pipe_prepare(call, buf, count, dt, dest, comm, &ps, rc))
+        return 0;
+    *rc = ps == NULL ? *rc /* the staging failed */ : shim_pipe_run(ps, call, mode, tag, comm, req);
     return 1;
+}
+
+int shim_pipe_run(struct pipe_stream *ps, const char *call, int mode, int tag, MPI_Comm comm,
+                  MPI_Request *req)
+{
+    shim_pipe_envelope(ps, mode, tag, comm, req);
+    while (!shim_pipe_step(ps))
+        if (!shim_copy_is_done(&ps->copy[ps->posted]))
+            sched_yield(); /* the copy engine (or the driver's threads) works */
+    cucopy_status_t failed;
+    int rc = shim_pipe_finish(ps, &failed);
+    if (rc == MPI_SUCCESS && failed != CUCOPY_OK)
+        rc = shim_cucopy_error(comm, call, "copying a chunk of the device buffer to host "
+                                           "memory (the chunks were sent anyway)");
+    return rc;
 }
 
 /* ---- receiving -------------------------------------------------------------------- */
@@ -413,6 +453,10 @@ static int recv_stream(const char *call, const struct pipe_env *env, char *host,
     if (total / chunk >= INT_MAX)
         return shim_error(comm, MPI_ERR_OTHER, call, "a corrupt pipelined message envelope");
     int n = (int)((total + chunk - 1) / chunk);
+    /* Receiving the stream blocks (also inside a Test that found the
+     * envelope): this process's deferred sends go first, chunks included,
+     * since the peer may be receiving a stream of ours meanwhile. */
+    shim_defer_flush_if();
     struct pipe_slot slot[RECV_WINDOW];
     char *scratch[RECV_WINDOW] = {NULL};
     for (int i = 0; i < RECV_WINDOW; i++)
@@ -634,58 +678,19 @@ int shim_pipe_watch(MPI_Request *req, const char *call, void *buf, MPI_Count cou
                       : shim_rec_add(req, 1, comm, call, &hb);
 }
 
-/* A receive of the batch whose stream may still have to be taken. */
-static int early_candidate(const struct shim_rec *r)
+int shim_pipe_early_candidate(const struct shim_rec *r)
 {
-    return r != NULL && r->recv && !r->coll && !r->copied && (!r->persistent || r->active) &&
-           r->buf.bytes >= SHIM_PIPE_ENV_BYTES;
+    return shim_pipe_on() && r != NULL && r->recv && !r->coll && !r->copied &&
+           (!r->persistent || r->active) && r->buf.bytes >= SHIM_PIPE_ENV_BYTES;
 }
 
-void shim_pipe_early(struct shim_batch *bt)
+int shim_pipe_take_early(struct shim_rec *r, const MPI_Status *st)
 {
-    if (SHIM_LIKELY(!shim_pipe_on()))
-        return;
-    int left = 0;
-    for (int i = 0; i < bt->n; i++)
-        left += early_candidate(bt->recs[i]);
-    if (left == 0)
-        return;
-    /* Polled without completing (MPI_Request_get_status): a receive that got
-     * an envelope takes its stream now (shim_rec_copy_now: the record keeps
-     * the count for the status of the Waitall), one that got a plain
-     * message is left to the Waitall. */
-    char stack_seen[SHIM_STACK_REQUESTS];
-    char *seen = bt->n <= SHIM_STACK_REQUESTS ? stack_seen : calloc((size_t)bt->n, 1);
-    if (seen == NULL)
-        return; /* the Waitall takes them, in its order */
-    memset(seen, 0, (size_t)bt->n);
-    while (left > 0) {
-        int moved = 0;
-        for (int i = 0; i < bt->n; i++) {
-            struct shim_rec *r = bt->recs[i];
-            if (seen[i] || !early_candidate(r))
-                continue;
-            int flag = 0;
-            MPI_Status st;
-            if (PMPI_Request_get_status(r->req, &flag, &st) != MPI_SUCCESS) {
-                left = 0; /* the Waitall reports it */
-                break;
-            }
-            if (!flag)
-                continue;
-            if (shim_pipe_is_envelope(MPI_SUCCESS, &st, r->buf.host)) {
-                shim_rec_copy_now(r, &st); /* an error is raised there, and kept */
-                atomic_fetch_add_explicit(&stat_early, 1, memory_order_relaxed);
-            }
-            seen[i] = 1;
-            left--;
-            moved = 1;
-        }
-        if (!moved && left > 0)
-            sched_yield();
-    }
-    if (seen != stack_seen)
-        free(seen);
+    if (!shim_pipe_is_envelope(MPI_SUCCESS, st, r->buf.host))
+        return 0;
+    shim_rec_copy_now(r, st); /* the record keeps the count for the Waitall's status */
+    atomic_fetch_add_explicit(&stat_early, 1, memory_order_relaxed);
+    return 1;
 }
 
 int shim_pipe_stats(char *out, size_t len)

@@ -34,6 +34,7 @@
 #include "shim.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,8 +280,27 @@ int shim_rec_start(struct shim_rec *r)
     return MPI_SUCCESS;
 }
 
+/* Wait for the copy back shim_batch_early started; its result. */
+static int back_finish(struct shim_rec *r)
+{
+    while (!shim_copy_is_done(&r->back)) {
+        shim_copy_progress();
+        if (!shim_copy_is_done(&r->back))
+            sched_yield(); /* the copy engine works */
+    }
+    r->back_started = 0;
+    r->copied = 1;
+    if (r->back.status != CUCOPY_OK)
+        return shim_error(r->comm, MPI_ERR_OTHER, r->call,
+                          "copying the received message to device memory failed");
+    shim_stats_add(1, r->buf.device, r->back_bytes);
+    return MPI_SUCCESS;
+}
+
 static void rec_free(struct shim_rec *r)
 {
+    if (r->back_started)
+        back_finish(r); /* the copy reads the staging released below */
     shim_release(&r->buf);
     shim_release(&r->buf2);
     free(r->pieces[0]);
@@ -331,6 +351,8 @@ void shim_rec_put_back(struct shim_rec *r)
 int shim_rec_copy_now(struct shim_rec *r, const MPI_Status *st)
 {
     int rc;
+    if (r->back_started)
+        return back_finish(r);
     if (!r->coll && shim_pipe_is_envelope(MPI_SUCCESS, st, r->buf.host)) {
         /* A pipelined message (docs/mpi.md): the status is the caller's,
          * writable (its count becomes the message's). */
@@ -362,7 +384,9 @@ int shim_rec_finish(struct shim_rec *r, const MPI_Status *st, int ok)
     int rc = MPI_SUCCESS;
     /* An inactive persistent request completes at once, having moved nothing. */
     int moved = !r->persistent || r->active;
-    if (r->recv && moved && ok && !r->copied && st != NULL) {
+    if (r->back_started) {
+        rc = back_finish(r); /* its message arrived: MPI said so */
+    } else if (r->recv && moved && ok && !r->copied && st != NULL) {
         rc = shim_rec_copy_now(r, st);
     } else if (r->recv && moved && r->copied && r->pipe_done && st != NULL) {
         /* Received earlier: MPI's status says 40 bytes, the message had more. */

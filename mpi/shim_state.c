@@ -443,6 +443,7 @@ static void stats_print(void)
     at += snprintf(line + at, sizeof line - (size_t)at, "%s", staged == 0 ? " none" : "");
     at += shim_pipe_stats(line + at, sizeof line - (size_t)at);
     at += shim_defer_stats(line + at, sizeof line - (size_t)at);
+    at += shim_early_stats(line + at, sizeof line - (size_t)at);
     snprintf(line + at, sizeof line - (size_t)at, "\n");
     fputs(line, stderr);
 }

@@ -12,9 +12,10 @@
  *              Waitall, a Testall loop, Waitany, a Testany loop, Waitsome,
  *              a Testsome loop, a Request_get_status loop, Request_free;
  *              Issend; a derived datatype freed right after the Isend;
- *   deadlock   both ranks Isend and then block: in Recv, Barrier, Allreduce
- *              of host memory, Comm_split, Probe; each completes only if the
- *              blocking call posted the deferred send first;
+ *   deadlock   both ranks Isend and then block: in Recv, a Test loop on an
+ *              Irecv, Barrier, Allreduce of host memory, Comm_split, Probe;
+ *              each completes only if the blocking call posted the deferred
+ *              send first;
  *   errors     a bad rank or tag: the Isend itself reports it, as MPI does;
  *   threads    (alone, MPI_THREAD_MULTIPLE) a device Isend while another
  *              thread is blocked in MPI waiting for the peer that waits for it.
@@ -51,11 +52,21 @@ static struct buf msg_buf(int dev, size_t n, int s)
     return b;
 }
 
-static void recv_check(int dev, size_t n, int s, int tag, const char *what)
+/* Receive message @p s into a device buffer and check it: by MPI_Recv, or
+ * (@p test) by MPI_Irecv and a loop of MPI_Test. */
+static void recv_check_by(int dev, size_t n, int s, int tag, const char *what, int test)
 {
     struct buf b = mk(dev, n);
     MPI_Status st;
-    MPI_OK(MPI_Recv(b.p, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st));
+    if (test) {
+        MPI_Request r;
+        int flag = 0;
+        MPI_OK(MPI_Irecv(b.p, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r));
+        while (!flag)
+            MPI_OK(MPI_Test(&r, &flag, &st));
+    } else {
+        MPI_OK(MPI_Recv(b.p, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st));
+    }
     int got = -1;
     MPI_Get_count(&st, MPI_BYTE, &got);
     CHECK(got == (int)n && st.MPI_SOURCE == peer, "%s: count %d from %d, want %zu from %d",
@@ -63,6 +74,11 @@ static void recv_check(int dev, size_t n, int s, int tag, const char *what)
     expect_msg(&b, n, s);
     verify(&b, what);
     drop(&b);
+}
+
+static void recv_check(int dev, size_t n, int s, int tag, const char *what)
+{
+    recv_check_by(dev, n, s, tag, what, 0);
 }
 
 /* ---- order: deferred sends keep their place among the others ------------------------ */
@@ -216,8 +232,9 @@ static void test_complete(void)
 
 /* ---- deadlock: blocking calls post the deferred sends first --------------------------- */
 
-enum { D_RECV, D_BARRIER, D_ALLREDUCE, D_SPLIT, D_PROBE, D_COUNT };
-static const char *const dname[] = {"Recv", "Barrier", "Allreduce", "Comm_split", "Probe"};
+enum { D_RECV, D_TEST, D_BARRIER, D_ALLREDUCE, D_SPLIT, D_PROBE, D_COUNT };
+static const char *const dname[] = {"Recv", "a Test loop on an Irecv", "Barrier", "Allreduce",
+                                    "Comm_split", "Probe"};
 
 static void test_deadlock(void)
 {
@@ -228,8 +245,10 @@ static void test_deadlock(void)
         struct buf a = msg_buf(rank, BIG, base + rank);
         MPI_Request r;
         MPI_OK(MPI_Isend(a.p, BIG, MPI_BYTE, peer, TAG + 5, MPI_COMM_WORLD, &r));
-        if (how == D_RECV) {
-            recv_check(1 - rank, BIG, base + peer, TAG + 5, what);
+        if (how == D_RECV || how == D_TEST) {
+            /* D_TEST: the Test that finds a pipelined message's envelope
+             * receives its stream, blocking: the peer's must be posted. */
+            recv_check_by(1 - rank, BIG, base + peer, TAG + 5, what, how == D_TEST);
         } else {
             /* Rank 1 receives first, then joins the blocking call; rank 0
              * blocks in it right away: it must have posted its send. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dev_prog.h"
 #include "mpi_prog.h"
@@ -498,6 +499,94 @@ static void test_ordering(void)
                 free(r[i]);
             else
                 dfree(k, r[i]);
+        }
+    }
+}
+
+/* ---- a Waitall of large receives (shim_batch_early) --------------------------------- */
+
+/* Rank 0 sends large messages one at a time, a few ms apart, into rank 1's
+ * receives on both devices, posted at once and completed by one Waitall (its
+ * statuses, or ignored): while it waits for the later ones, the earlier ones'
+ * copies to the device run (the stats line counts them). Mixed in: a
+ * message shorter than its receive (the bytes past it keep their canary), one
+ * below the early-copy size, a persistent receive, a host buffer. */
+static void test_waitall_large(void)
+{
+    enum { M = 7, ROUNDS = 2 };
+    static const size_t len[M] = {256 << 10, (100 << 10) + 3, 64 << 10, 1 << 10,
+                                  (300 << 10) + 1, 128 << 10, 200 << 10};
+    static const size_t cap[M] = {256 << 10, 160 << 10, 64 << 10, 1 << 10,
+                                  (300 << 10) + 1, 128 << 10, 200 << 10};
+    const int host = 5, persistent = 6;
+    for (int round = 0; round < ROUNDS; round++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            for (int i = 0; i < M; i++) {
+                unsigned char *h = malloc(len[i]);
+                for (size_t j = 0; j < len[i]; j++)
+                    h[j] = (unsigned char)(j * 7 + (size_t)i + 13 * (size_t)round);
+                void *d = dalloc(i % ndev, len[i]);
+                dput(i % ndev, d, h, len[i]);
+                usleep(3000); /* the receiver's Waitall sees the earlier ones complete */
+                MPI_OK(MPI_Send(d, (int)len[i], MPI_BYTE, 1, 700 + i, MPI_COMM_WORLD));
+                dfree(i % ndev, d);
+                free(h);
+            }
+        } else if (rank == 1) {
+            void *r[M];
+            MPI_Request reqs[M];
+            MPI_Status sts[M];
+            for (int i = 0; i < M; i++) {
+                unsigned char *canary = malloc(cap[i]);
+                memset(canary, 0xa5, cap[i]);
+                if (i == host) {
+                    r[i] = malloc(cap[i]);
+                    memcpy(r[i], canary, cap[i]);
+                } else {
+                    r[i] = dalloc(i % ndev, cap[i]);
+                    dput(i % ndev, r[i], canary, cap[i]);
+                }
+                free(canary);
+                if (i == persistent) {
+                    MPI_OK(MPI_Recv_init(r[i], (int)cap[i], MPI_BYTE, 0, 700 + i, MPI_COMM_WORLD,
+                                         &reqs[i]));
+                    MPI_OK(MPI_Start(&reqs[i]));
+                } else {
+                    MPI_OK(MPI_Irecv(r[i], (int)cap[i], MPI_BYTE, 0, 700 + i, MPI_COMM_WORLD,
+                                     &reqs[i]));
+                }
+            }
+            MPI_OK(MPI_Waitall(M, reqs, round == 0 ? sts : MPI_STATUSES_IGNORE));
+            for (int i = 0; i < M; i++) {
+                if (round == 0) {
+                    int count = -1;
+                    MPI_Get_count(&sts[i], MPI_BYTE, &count);
+                    CHECK(count == (int)len[i] && sts[i].MPI_TAG == 700 + i,
+                          "waitall_large: message %d: count %d tag %d", i, count, sts[i].MPI_TAG);
+                }
+                unsigned char *h = malloc(cap[i]);
+                if (i == host)
+                    memcpy(h, r[i], cap[i]);
+                else
+                    dget(i % ndev, h, r[i], cap[i]);
+                size_t bad = cap[i];
+                for (size_t j = 0; j < cap[i] && bad == cap[i]; j++) {
+                    unsigned char want =
+                        j < len[i] ? (unsigned char)(j * 7 + (size_t)i + 13 * (size_t)round) : 0xa5;
+                    if (h[j] != want)
+                        bad = j;
+                }
+                CHECK(bad == cap[i], "waitall_large: round %d message %d: byte %zu of %zu wrong",
+                      round, i, bad, cap[i]);
+                free(h);
+                if (i == persistent)
+                    MPI_OK(MPI_Request_free(&reqs[i]));
+                if (i == host)
+                    free(r[i]);
+                else
+                    dfree(i % ndev, r[i]);
+            }
         }
     }
 }
@@ -1054,6 +1143,7 @@ int main(int argc, char **argv)
     RUN(nonblocking);
     RUN(any_source);
     RUN(ordering);
+    RUN(waitall_large);
     RUN(special);
     RUN(persistent);
     RUN(errors);

@@ -15,6 +15,11 @@ check() {
     shift 4
     local pre=()
     [[ $preload == yes ]] && pre=(-x "LD_PRELOAD=$shim")
+    # The shim's settings a caller sets for one check reach every rank.
+    local v
+    for v in CUCOPY_MPI_ISEND CUCOPY_MPI_PIPELINE_KB CUCOPY_MPI_PIPELINE_CHUNK_KB; do
+        [[ -n ${!v:-} ]] && pre+=(-x "$v")
+    done
     local out rc
     out=$(timeout "${CHECK_TIMEOUT:-300}" mpirun --allow-run-as-root --oversubscribe \
         -n "$ranks" -x CUCOPY_MPI -x CUCOPY_MPI_STATS "${pre[@]}" "$build/bin/$1" "${@:2}" 2>&1)

@@ -10,7 +10,8 @@
 # The same programs as mpi/tests/CMakeLists.txt runs on the fake driver:
 # p2p_device and coll_device (blocking collectives) under LD_PRELOAD with 2
 # and 3 ranks (3 ranks share the GPUs), isend_device (deferred nonblocking
-# sends, async and sync) at 2 ranks,
+# sends, async and sync, and pipelined) at 2 ranks, p2p_device's Waitall of
+# large receives (copied back while it waits),
 # the Fortran program f_p2p in each binding built (mpif.h, use mpi, mpi_f08),
 # the negative controls (without the shim, and CUCOPY_MPI=off: device
 # buffers reach MPI, which must fault), the host-only program with and
@@ -35,6 +36,14 @@ check mpi_shim_coll_n3 pass 3 yes mpi_shim_coll_device
 check mpi_shim_isend_async pass 2 yes mpi_shim_isend_device
 CUCOPY_MPI_ISEND=sync check mpi_shim_isend_sync pass 2 yes mpi_shim_isend_device
 check mpi_shim_isend_negative_control fault 2 no mpi_shim_isend_device order
+# Pipelined Isends deferred too (64 KiB threshold, 16 KiB chunks): the stats
+# line must count them; and a Waitall of large device receives copying each
+# back while it waits for the others.
+CUCOPY_MPI_PIPELINE_KB=64 CUCOPY_MPI_PIPELINE_CHUNK_KB=16 \
+    CHECK_REQUIRE="returned with it in flight; [1-9][0-9]* of them pipelined" \
+    check mpi_shim_isend_pipelined pass 2 yes mpi_shim_isend_device
+CHECK_REQUIRE="receives copied to the device while their Waitall waited: [1-9]" \
+    check mpi_shim_p2p_waitall_early pass 2 yes mpi_shim_p2p_device waitall_large
 check mpi_shim_host_only pass 2 yes mpi_shim_host_only --expect-shim
 check mpi_shim_host_only_plain pass 2 no mpi_shim_host_only --expect-no-shim
 check mpi_shim_negative_control fault 2 no mpi_shim_p2p_device blocking
