@@ -893,7 +893,9 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
  *   *ps the stream (staged, its first chunk copies started), or *ps NULL
  *   and *rc the staging's error;
  * - envelope: send it in @p mode (SHIM_PIPE_*; *req for the nonblocking
- *   ones); its result;
+ *   ones) from @p store (SHIM_PIPE_ENV_BYTES, the caller's: alive until the
+ *   send completes); its result;
+ * - copies_done: 1 when every chunk copy started is done;
  * - step: post the chunks whose copies are done (after the envelope), start
  *   more copies, let MPI progress; 1 when every chunk is posted;
  * - finish: then, hand the stream to the list in flight (reaped when MPI
@@ -903,7 +905,8 @@ struct pipe_stream;
 int shim_pipe_prepare(const char *call, const void *buf, MPI_Count count, MPI_Datatype dt,
                       int dest, MPI_Comm comm, struct pipe_stream **ps, int *rc);
 int shim_pipe_envelope(struct pipe_stream *ps, int mode, int tag, MPI_Comm comm,
-                       MPI_Request *req);
+                       MPI_Request *req, void *store);
+int shim_pipe_copies_done(const struct pipe_stream *ps);
 int shim_pipe_step(struct pipe_stream *ps);
 int shim_pipe_finish(struct pipe_stream *ps, cucopy_status_t *failed);
 /* All of them at once (the blocking way): envelope, chunks, finish; the
@@ -1022,9 +1025,9 @@ int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count c
                      MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
 /* Isend/Issend (@p mode SHIM_PIPE_ISEND/ISSEND) of a device buffer that is
  * pipelined (shim_pipe_prepare): start its first chunk copies, make *req a
- * generalized request, record it and queue the send, whose envelope goes in
- * call order and whose chunks are posted by later flushes as their copies
- * finish; 1 with *rc its result. 0 when it is not pipelined or there is no
+ * generalized request, record it and queue the send, which a later flush
+ * posts in call order, envelope and every chunk at once (a polling one once
+ * the copies started are done); 1 with *rc its result. 0 when it is not pipelined or there is no
  * memory: the caller goes on as without deferring. */
 int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
                           MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,

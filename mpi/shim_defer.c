@@ -51,20 +51,19 @@ struct shim_defer {
     MPI_Request real;
     struct shim_greq *gs;   /* the user's request's state (st, error) */
     int complete;           /* MPI_Grequest_complete called */
-    /* A pipelined send (shim_defer_pipe_isend): its stream, until every
-     * chunk is posted (then pipe_done, and the stream is the pipeline's list
-     * in flight); posting it sends the envelope in pipe_mode, and the chunks
-     * follow in later flushes (the list advancing). copy is unused. */
+    /* A pipelined send (shim_defer_pipe_isend): its stream until posted
+     * (then the pipeline's list in flight has it); posting it sends the
+     * envelope in pipe_mode from env, which lives until the user's request
+     * completes, and then every chunk, waiting for their copies (they end
+     * without the peer's help). copy is unused. */
     struct pipe_stream *pipe;
     int pipe_mode;
-    _Atomic int pipe_done;
     cucopy_status_t pipe_failed;
-    struct shim_defer *adv_next;
+    char env[SHIM_PIPE_ENV_BYTES];
 };
 
 static pthread_mutex_t fifo_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct shim_defer *fifo_head, **fifo_tail = &fifo_head;
-static struct shim_defer *advancing; /* pipelined sends posted, chunks not all (fifo_mu) */
 
 int shim_defer_configure(char *err, size_t errlen)
 {
@@ -195,7 +194,8 @@ int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count
             return 1; /* *rc: the staging failed */
         }
         /* No generalized request: the send completes the blocking way, its
-         * envelope's request the user's. */
+         * envelope's request the user's, after the deferred sends before it. */
+        shim_defer_flush_if();
         *rc = shim_pipe_run(ps, call, mode, tag, comm, req);
         return 1;
     }
@@ -206,48 +206,29 @@ int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count
     shim_rec_insert_deferred(r, *req, comm, call, &none, d);
     d->rec = r;
     atomic_fetch_add_explicit(&stat_async, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed); /* its chunks' copies */
+    if (!shim_pipe_copies_done(ps))
+        atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&stat_pipelined, 1, memory_order_relaxed);
     enqueue(d);
     *rc = MPI_SUCCESS;
     return 1;
 }
 
-/* Send the envelope of pipelined send @p d, under fifo_mu: its chunks
- * follow from the list advancing. */
-static void defer_post_envelope(struct shim_defer *d)
+/* Post pipelined send @p d, under fifo_mu: its envelope, then every chunk,
+ * waiting for their copies, so that a peer receiving the stream never waits
+ * for a later call of this process. */
+static void defer_post_pipe(struct shim_defer *d)
 {
-    int rc = shim_pipe_envelope(d->pipe, d->pipe_mode, d->tag, d->comm, &d->real);
+    int rc = shim_pipe_envelope(d->pipe, d->pipe_mode, d->tag, d->comm, &d->real, d->env);
     if (rc != MPI_SUCCESS) {
         d->real = MPI_REQUEST_NULL;
         d->gs->error = rc; /* raised by MPI on the communicator */
     }
+    while (!shim_pipe_step(d->pipe))
+        sched_yield(); /* the copy engine works */
+    shim_pipe_finish(d->pipe, &d->pipe_failed); /* the envelope's result is in gs */
+    d->pipe = NULL;
     atomic_store_explicit(&d->started, 1, memory_order_release);
-    d->adv_next = advancing;
-    advancing = d;
-}
-
-/* Post the chunks of the pipelined sends advancing whose copies are done
- * (@p wait: all of them, waiting for their copies), under fifo_mu. */
-static void advance(int wait)
-{
-    struct shim_defer **p = &advancing;
-    while (*p != NULL) {
-        struct shim_defer *d = *p;
-        int done;
-        while (!(done = shim_pipe_step(d->pipe)) && wait)
-            sched_yield(); /* the copy engine works */
-        if (!done) {
-            p = &d->adv_next;
-            continue;
-        }
-        shim_pipe_finish(d->pipe, &d->pipe_failed); /* its envelope's result is in gs */
-        d->pipe = NULL;
-        *p = d->adv_next;
-        d->adv_next = NULL;
-        atomic_store_explicit(&d->pipe_done, 1, memory_order_release);
-        atomic_fetch_sub_explicit(&shim_deferred_n, 1, memory_order_release);
-    }
 }
 
 /* Post deferred send @p d (its copy is done), under fifo_mu. */
@@ -305,6 +286,10 @@ void shim_defer_flush(int wait)
     pthread_mutex_lock(&fifo_mu);
     while (fifo_head != NULL) {
         struct shim_defer *d = fifo_head;
+        /* A polling call posts a pipelined send once the copies started
+         * are done: the rest follow within the call. */
+        if (d->pipe != NULL && !wait && !shim_pipe_copies_done(d->pipe))
+            goto out;
         while (d->pipe == NULL && !shim_copy_is_done(&d->copy)) {
             if (!wait)
                 goto out;
@@ -316,16 +301,14 @@ void shim_defer_flush(int wait)
         if (fifo_head == NULL)
             fifo_tail = &fifo_head;
         d->next = NULL;
-        if (d->pipe != NULL) {
-            defer_post_envelope(d); /* counted in shim_deferred_n until its chunks are posted */
-            continue;
-        }
-        defer_post(d);
+        if (d->pipe != NULL)
+            defer_post_pipe(d);
+        else
+            defer_post(d);
         atomic_fetch_sub_explicit(&shim_deferred_n, 1, memory_order_release);
     }
-out:
-    advance(wait);
-    int left = fifo_head != NULL || advancing != NULL;
+out:;
+    int left = fifo_head != NULL;
     pthread_mutex_unlock(&fifo_mu);
     flushing = 0;
     if (!wait && left)
@@ -337,14 +320,12 @@ int shim_defer_ready(struct shim_rec *r, int wait)
     struct shim_defer *d = r->defer;
     if (d == NULL || d->complete)
         return 1;
-    /* A pipelined send is ready once every chunk is posted (its copies read
-     * the user's buffer until then), and its envelope's send completed. */
+    /* Posted: a pipelined send's chunks too (its copies read the user's
+     * buffer until then); then its envelope's send is the one to complete. */
     int pipelined = d->pipe_mode != SHIM_PIPE_NONE;
-    if (!atomic_load_explicit(&d->started, memory_order_acquire) ||
-        (pipelined && !atomic_load_explicit(&d->pipe_done, memory_order_acquire)))
+    if (!atomic_load_explicit(&d->started, memory_order_acquire))
         shim_defer_flush(wait);
-    if (!atomic_load_explicit(&d->started, memory_order_acquire) ||
-        (pipelined && !atomic_load_explicit(&d->pipe_done, memory_order_acquire)))
+    if (!atomic_load_explicit(&d->started, memory_order_acquire))
         return 0;
     int flag = 1;
     MPI_Status st;

@@ -190,8 +190,12 @@ static void f_init_thread(f_init_thread_fn fn, fint *required, fint *provided, f
 
 static void f_finalize(f_finalize_fn fn, fint *ierr)
 {
+    /* As MPI_Finalize (shim_p2p.c): deferred sends posted, pipelined
+     * streams waited for, the private communicator freed. */
+    shim_defer_flush_if();
     if (shim_pending())
         shim_detached_progress(1);
+    shim_pipe_before_finalize();
     fint e = 0;
     fn(&e);
     shim_after_finalize();

@@ -210,8 +210,8 @@ static int world_rank_of(MPI_Comm comm, int rank)
 }
 
 /* The envelope goes in the user's mode; Isend/Issend return its request. */
-static int send_envelope(int mode, const struct pipe_env *env, int dest, int tag,
-                         MPI_Comm comm, MPI_Request *req)
+static int send_envelope(int mode, const void *env, int dest, int tag, MPI_Comm comm,
+                         MPI_Request *req)
 {
     const void *e = env;
     switch (mode) {
@@ -316,11 +316,20 @@ int shim_pipe_prepare(const char *call, const void *buf, MPI_Count count, MPI_Da
 }
 
 int shim_pipe_envelope(struct pipe_stream *ps, int mode, int tag, MPI_Comm comm,
-                       MPI_Request *req)
+                       MPI_Request *req, void *store)
 {
-    ps->erc = send_envelope(mode, &ps->env, ps->dest, tag, comm, req);
+    memcpy(store, &ps->env, sizeof ps->env);
+    ps->erc = send_envelope(mode, store, ps->dest, tag, comm, req);
     ps->env_sent = 1;
     return ps->erc;
+}
+
+int shim_pipe_copies_done(const struct pipe_stream *ps)
+{
+    for (int k = ps->posted; k < ps->issued; k++)
+        if (!shim_copy_is_done(&ps->copy[k]))
+            return 0;
+    return 1;
 }
 
 int shim_pipe_step(struct pipe_stream *ps)
@@ -386,7 +395,16 @@ int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
 int shim_pipe_run(struct pipe_stream *ps, const char *call, int mode, int tag, MPI_Comm comm,
                   MPI_Request *req)
 {
-    shim_pipe_envelope(ps, mode, tag, comm, req);
+    /* A nonblocking envelope's bytes must outlive the stream (freed once its
+     * chunks completed, maybe before the envelope's send: an Issend): they
+     * are kept with the user's request, freed when it completes. */
+    int nonblocking = mode == SHIM_PIPE_ISEND || mode == SHIM_PIPE_ISSEND;
+    void *kept = nonblocking ? malloc(SHIM_PIPE_ENV_BYTES) : NULL;
+    shim_pipe_envelope(ps, mode, tag, comm, req, kept != NULL ? kept : (void *)&ps->env);
+    if (kept != NULL && ps->erc == MPI_SUCCESS)
+        ps->erc = shim_rec_keep(req, comm, call, kept); /* (without memory: waits for it) */
+    else
+        free(kept);
     while (!shim_pipe_step(ps))
         if (!shim_copy_is_done(&ps->copy[ps->posted]))
             sched_yield(); /* the copy engine (or the driver's threads) works */
