@@ -258,8 +258,9 @@ struct shim_buf shim_buf_part(const struct shim_buf *b, size_t off, size_t len);
 struct shim_coll {
     const char *call;
     MPI_Comm comm;
-    int inter; /* an intercommunicator: classify only, refuse device buffers */
+    int inter; /* an intercommunicator: blocks per remote rank, MPI_ROOT roots */
     int rank, size;
+    int peers; /* the processes a buffer holds blocks for: size, the remote size (inter) */
     int root;         /* this rank is the root of a rooted call */
     struct shim_buf b[2];
     int dir[2];       /* SHIM_TO_MPI / SHIM_FROM_MPI / both / 0 */

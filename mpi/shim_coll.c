@@ -29,8 +29,12 @@
  * several basic types, per-rank counts) and Alltoallw's per-peer types
  * (v_span) are staged layout-preserving.
  *
- * An intercommunicator is passed through when its buffers are host memory;
- * a device buffer on one is refused with MPI_ERR_COMM.
+ * On an intercommunicator a buffer holds blocks for the remote group's
+ * ranks (c->peers), the root side is the MPI_ROOT rank (MPI_PROC_NULL ranks
+ * go straight through), and MPI_IN_PLACE is MPI's to refuse. A reduction's
+ * send vector is the local group's (Reduce_scatter_block: size x recvcount,
+ * Reduce_scatter: the sum of the local recvcounts), as MPICH and Open MPI
+ * read the standard.
  */
 #include "shim.h"
 
@@ -52,6 +56,7 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
     c->inter = 0;
     c->rank = 0;
     c->size = 1;
+    c->peers = 1;
     c->root = 0;
     c->b[0].staged = c->b[1].staged = 0;
     c->dir[0] = c->dir[1] = 0;
@@ -68,6 +73,9 @@ static int coll_begin(struct shim_coll *c, const char *call, MPI_Comm comm, int 
     if (PMPI_Comm_test_inter(comm, &c->inter) != MPI_SUCCESS ||
         PMPI_Comm_rank(comm, &c->rank) != MPI_SUCCESS ||
         PMPI_Comm_size(comm, &c->size) != MPI_SUCCESS)
+        return 0;
+    c->peers = c->size;
+    if (c->inter && PMPI_Comm_remote_size(comm, &c->peers) != MPI_SUCCESS)
         return 0;
     if (c->inter) {
         if (root == MPI_PROC_NULL)
@@ -92,9 +100,8 @@ void shim_coll_release(struct shim_coll *c)
 /*
  * Stage buffer @p i: @p blocks x @p count elements of @p dt at @p buf,
  * copied in for SHIM_TO_MPI; @p out_elems of them (from the start) copied
- * back after the call for SHIM_FROM_MPI. On an intercommunicator the buffer
- * is only classified, and refused when it is device memory. On an error the
- * buffers staged before are released.
+ * back after the call for SHIM_FROM_MPI. On an error the buffers staged
+ * before are released.
  */
 static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blocks,
                       MPI_Count count, MPI_Datatype dt, int dir, MPI_Count out_elems)
@@ -109,14 +116,7 @@ static int coll_stage(struct shim_coll *c, int i, const void *buf, MPI_Count blo
         return MPI_SUCCESS; /* a bad type is MPI's to report */
     c->ext[i] = ext;
     int rc;
-    if (c->inter) {
-        rc = shim_stage(c->call, buf, 1, dt, c->comm, 0, &c->b[i]);
-        if (rc == MPI_SUCCESS && c->b[i].staged) {
-            shim_release(&c->b[i]);
-            rc = shim_error(c->comm, MPI_ERR_COMM, c->call,
-                            "device buffers on an intercommunicator are not supported (yet)");
-        }
-    } else if (count > ((MPI_Count)1 << 62) / blocks) {
+    if (count > ((MPI_Count)1 << 62) / blocks) {
         rc = shim_error(c->comm, MPI_ERR_COUNT, c->call, "count * communicator size overflows");
     } else {
         rc = shim_stage(c->call, buf, blocks * count, dt, c->comm, dir, &c->b[i]);
@@ -346,6 +346,9 @@ int shim_coll_reduce_scatter_block(struct shim_coll *c, const char *call, const 
     if (!coll_begin(c, call, comm, MPI_UNDEFINED) || count == 0)
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
+    /* The local group's size x recvcount, on an intercommunicator too (the
+     * reductions between the groups then need equal products: MPICH's and
+     * Open MPI's reading of the standard). */
     STAGE_OR_RETURN(coll_stage_red(c, 0, sendbuf, c->size, count, dt, SHIM_TO_MPI, 0));
     return coll_reduction(c,
                           coll_stage_red(c, 1, recvbuf, in_place ? c->size : 1, count, dt,
@@ -393,8 +396,8 @@ static int coll_gather_into(struct shim_coll *c, int send, int recv, const void 
         STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
     if (!recv)
         return MPI_SUCCESS;
-    STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, c->size, rcount, rtype, SHIM_FROM_MPI,
-                               (MPI_Count)c->size * rcount));
+    STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, c->peers, rcount, rtype, SHIM_FROM_MPI,
+                               (MPI_Count)c->peers * rcount));
     if (sendbuf == MPI_IN_PLACE)
         return coll_copy_in_block(c, 1, rcount);
     return MPI_SUCCESS;
@@ -418,9 +421,9 @@ int shim_coll_alltoall(struct shim_coll *c, const char *call, const void *sendbu
     if (!coll_begin(c, call, comm, MPI_UNDEFINED))
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
-    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, scount, stype, SHIM_TO_MPI, 0));
-    return coll_stage(c, 1, recvbuf, c->size, rcount, rtype, in_place ? SHIM_BOTH : SHIM_FROM_MPI,
-                      (MPI_Count)c->size * rcount);
+    STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->peers, scount, stype, SHIM_TO_MPI, 0));
+    return coll_stage(c, 1, recvbuf, c->peers, rcount, rtype, in_place ? SHIM_BOTH : SHIM_FROM_MPI,
+                      (MPI_Count)c->peers * rcount);
 }
 
 /* Gather: recvbuf at the root only (an intercommunicator's root sends nothing). */
@@ -443,7 +446,7 @@ int shim_coll_scatter(struct shim_coll *c, const char *call, const void *sendbuf
     if (!coll_begin(c, call, comm, root))
         return MPI_SUCCESS;
     if (c->root)
-        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->size, scount, stype, SHIM_TO_MPI, 0));
+        STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, c->peers, scount, stype, SHIM_TO_MPI, 0));
     if (!(c->inter && c->root))
         STAGE_OR_RETURN(coll_stage(c, 1, recvbuf, 1, rcount, rtype, SHIM_FROM_MPI, rcount));
     return MPI_SUCCESS;
@@ -623,8 +626,7 @@ static int v_span(struct shim_coll *c, int i, const struct coll_vspec *s, struct
 /*
  * Stage buffer @p i of a v or w form: the blocks of @p s at @p buf, those
  * @p in picks copied in now, those @p out picks copied back after the call.
- * On an intercommunicator the span is only classified (device memory there is
- * refused). Device memory reached through MPI_BOTTOM (absolute displacements)
+ * Device memory reached through MPI_BOTTOM (absolute displacements)
  * is refused. Blocks whose type map is not one contiguous run are staged
  * packed (v_packed: one datatype) or layout-preserving (v_span: Alltoallw).
  * On an error the buffers staged before are released.
@@ -674,10 +676,7 @@ static int coll_stage_v(struct shim_coll *c, int i, const void *buf, const struc
         shim_types_only = types_only;
     }
     if (rc == MPI_SUCCESS && b->staged) {
-        if (c->inter)
-            rc = shim_error(c->comm, MPI_ERR_COMM, c->call,
-                            "device buffers on an intercommunicator are not supported (yet)");
-        else if (buf == MPI_BOTTOM)
+        if (buf == MPI_BOTTOM)
             rc = shim_error(c->comm, MPI_ERR_BUFFER, c->call,
                             "MPI_BOTTOM with a datatype that reaches device memory "
                             "is not supported");
@@ -720,14 +719,6 @@ done:
     return rc;
 }
 
-/* The blocks of a per-peer array: the remote group's on an intercommunicator. */
-static int coll_peers(const struct shim_coll *c)
-{
-    int n = c->size;
-    if (c->inter && PMPI_Comm_remote_size(c->comm, &n) != MPI_SUCCESS)
-        n = 0;
-    return n;
-}
 
 /* Gatherv: recvbuf's blocks at the root only (recvcounts and displs are not
  * read elsewhere); with MPI_IN_PLACE the root's own block is neither read nor
@@ -743,7 +734,7 @@ int shim_coll_gatherv(struct shim_coll *c, const char *call, const void *sendbuf
         STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
     if (!c->root)
         return MPI_SUCCESS;
-    struct coll_vspec rs = {coll_peers(c), rcounts, displs, rtype, NULL};
+    struct coll_vspec rs = {c->peers, rcounts, displs, rtype, NULL};
     struct coll_vpick out = {sendbuf == MPI_IN_PLACE ? V_EXCEPT : V_ALL, c->rank};
     return coll_stage_v(c, 1, recvbuf, &rs, v_none, out);
 }
@@ -759,7 +750,7 @@ int shim_coll_scatterv(struct shim_coll *c, const char *call, const void *sendbu
     if (!coll_begin(c, call, comm, root))
         return MPI_SUCCESS;
     if (c->root) {
-        struct coll_vspec ss = {coll_peers(c), scounts, displs, stype, NULL};
+        struct coll_vspec ss = {c->peers, scounts, displs, stype, NULL};
         struct coll_vpick in = {recvbuf == MPI_IN_PLACE ? V_EXCEPT : V_ALL, c->rank};
         STAGE_OR_RETURN(coll_stage_v(c, 0, sendbuf, &ss, in, v_none));
     }
@@ -779,7 +770,7 @@ int shim_coll_allgatherv(struct shim_coll *c, const char *call, const void *send
         return MPI_SUCCESS;
     int in_place = sendbuf == MPI_IN_PLACE;
     STAGE_OR_RETURN(coll_stage(c, 0, sendbuf, 1, scount, stype, SHIM_TO_MPI, 0));
-    struct coll_vspec rs = {coll_peers(c), rcounts, displs, rtype, NULL};
+    struct coll_vspec rs = {c->peers, rcounts, displs, rtype, NULL};
     struct coll_vpick in = {in_place ? V_ONLY : V_NONE, c->rank};
     struct coll_vpick out = {in_place ? V_EXCEPT : V_ALL, c->rank};
     return coll_stage_v(c, 1, recvbuf, &rs, in, out);
@@ -801,7 +792,7 @@ int shim_coll_alltoallv(struct shim_coll *c, const char *call, const void *sendb
 {
     if (!coll_begin(c, call, comm, MPI_UNDEFINED))
         return MPI_SUCCESS;
-    struct coll_vspec ss = {coll_peers(c), scounts, sdispls, stype, NULL};
+    struct coll_vspec ss = {c->peers, scounts, sdispls, stype, NULL};
     struct coll_vspec rs = {ss.n, rcounts, rdispls, rtype, NULL};
     return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
 }
@@ -813,7 +804,7 @@ int shim_coll_alltoallw(struct shim_coll *c, const char *call, const void *sendb
 {
     if (!coll_begin(c, call, comm, MPI_UNDEFINED))
         return MPI_SUCCESS;
-    struct coll_vspec ss = {coll_peers(c), scounts, sdispls, MPI_DATATYPE_NULL, stypes};
+    struct coll_vspec ss = {c->peers, scounts, sdispls, MPI_DATATYPE_NULL, stypes};
     struct coll_vspec rs = {ss.n, rcounts, rdispls, MPI_DATATYPE_NULL, rtypes};
     return coll_alltoall_vw(c, sendbuf, &ss, recvbuf, &rs);
 }

@@ -19,9 +19,11 @@
  * not write must keep it on the device), recvcounts/displs passed as NULL
  * where the standard makes them insignificant, every MPI_IN_PLACE form,
  * Alltoallw with int, double and a contiguous derived type per peer at
- * byte displacements; a reduction between a vector type on device memory
- * and host memory, Alltoallw of one, and a device buffer on an
- * intercommunicator refused (non-contiguous types otherwise: types_device.c).
+ * byte displacements (non-contiguous types: types_device.c).
+ *
+ * "inter": every blocking collective on an intercommunicator (even ranks
+ * against odd ones), device buffers against the same call on host buffers
+ * (icoll_device: a nonblocking one).
  *
  * Without the shim the first device-buffer call (MPI_Bcast; MPI_Gatherv of
  * "gatherv") faults inside MPI: the negative controls (mpi/tests/CMakeLists.txt).
@@ -602,35 +604,186 @@ static void test_alltoallw(void)
     MPI_OK(MPI_Type_free(&tri));
 }
 
-/* ---- refused input ----------------------------------------------------------------- */
+/* ---- intercommunicators: device buffers give the host buffers' result -------------- */
 
-static void test_errors(void)
+/* One collective on an intercommunicator, @p n ints per block; @p root as the
+ * rooted calls take it (MPI_ROOT, MPI_PROC_NULL or the remote root's rank). */
+typedef int (*inter_fn)(void *s, void *r, int n, MPI_Comm inter, int root);
+
+static int remote_size(MPI_Comm inter)
 {
-    MPI_Comm comm;
-    MPI_OK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-    MPI_OK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-    struct buf s = mk(0, 4096), r = mk(ndev - 1, 4096);
-    /* (A reduction between a vector type on device memory and host memory is
-     * staged layout-preserving, MPI answering as on host memory:
-     * types_device.c.) */
+    int rs = 0;
+    MPI_OK(MPI_Comm_remote_size(inter, &rs));
+    return rs;
+}
 
-    /* An intercommunicator (even ranks against odd ones): host buffers pass,
-     * device buffers are refused with MPI_ERR_COMM on every rank. */
-    if (nranks >= 2) {
-        MPI_Comm half, inter;
-        int hs = rank + 1, hr = -1, want = 0;
-        coll_prog_intercomm(&half, &inter, 77, &want);
-        MPI_OK(MPI_Allreduce(&hs, &hr, 1, MPI_INT, MPI_SUM, inter));
-        CHECK(hr == want, "host Allreduce on an intercommunicator: %d, want %d", hr, want);
-        expect_error(MPI_Allreduce(s.p, r.p, 4, MPI_INT, MPI_SUM, inter), MPI_ERR_COMM,
-                     "MPI_Allreduce", "device Allreduce on an intercommunicator");
-        verify(&r, "a refused intercommunicator call's recvbuf");
-        MPI_OK(MPI_Comm_free(&inter));
-        MPI_OK(MPI_Comm_free(&half));
+/* The v forms' blocks: remote-size counts n + q, a one-int gap between them. */
+static int inter_v(MPI_Comm inter, int n, int counts[VMAX], int displs[VMAX])
+{
+    int rs = remote_size(inter), at = 0;
+    for (int q = 0; q < rs; q++) {
+        counts[q] = n + q;
+        displs[q] = at;
+        at += counts[q] + 1;
     }
-    drop(&s);
-    drop(&r);
-    MPI_OK(MPI_Comm_free(&comm));
+    return at;
+}
+
+static int i_bcast(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)r;
+    return MPI_Bcast(s, n, MPI_INT, root, c);
+}
+static int i_reduce(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    return MPI_Reduce(s, r, n, MPI_INT, MPI_SUM, root, c);
+}
+static int i_allreduce(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    return MPI_Allreduce(s, r, n, MPI_INT, MPI_MAX, c);
+}
+/* Each group's send vectors are (local size) x recvcount: recvcount n x
+ * (remote size) makes both groups' the same length, as the MPIs need. */
+static int i_reduce_scatter_block(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    return MPI_Reduce_scatter_block(s, r, n * remote_size(c), MPI_INT, MPI_SUM, c);
+}
+/* Reduce_scatter: the local recvcounts' sum is the send vector; n x (remote
+ * size) each makes both groups' sums equal. */
+static int i_reduce_scatter(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    int counts[VMAX];
+    for (int q = 0; q < VMAX; q++)
+        counts[q] = n * remote_size(c);
+    return MPI_Reduce_scatter(s, r, counts, MPI_INT, MPI_SUM, c);
+}
+static int i_gather(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    return MPI_Gather(s, n, MPI_INT, r, n, MPI_INT, root, c);
+}
+static int i_scatter(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    return MPI_Scatter(s, n, MPI_INT, r, n, MPI_INT, root, c);
+}
+static int i_allgather(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    return MPI_Allgather(s, n, MPI_INT, r, n, MPI_INT, c);
+}
+static int i_alltoall(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    return MPI_Alltoall(s, n, MPI_INT, r, n, MPI_INT, c);
+}
+static int i_gatherv(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    int counts[VMAX], displs[VMAX];
+    inter_v(c, n, counts, displs);
+    return MPI_Gatherv(s, n + rank / 2, MPI_INT, r, counts, displs, MPI_INT, root, c);
+}
+static int i_scatterv(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    int counts[VMAX], displs[VMAX];
+    inter_v(c, n, counts, displs);
+    return MPI_Scatterv(s, counts, displs, MPI_INT, r, n + rank / 2, MPI_INT, root, c);
+}
+static int i_allgatherv(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    int counts[VMAX], displs[VMAX];
+    inter_v(c, n, counts, displs);
+    return MPI_Allgatherv(s, n + rank / 2, MPI_INT, r, counts, displs, MPI_INT, c);
+}
+static int i_alltoallv(void *s, void *r, int n, MPI_Comm c, int root)
+{
+    (void)root;
+    int counts[VMAX], displs[VMAX];
+    inter_v(c, n, counts, displs);
+    /* What each rank sends the remote rank q is what q receives from it:
+     * counts n + (local rank) on both sides (the v blocks are n + q). */
+    int scounts[VMAX], sdispls[VMAX], at = 0;
+    for (int q = 0; q < remote_size(c); q++) {
+        scounts[q] = n + rank / 2;
+        sdispls[q] = at;
+        at += scounts[q] + 2;
+    }
+    return MPI_Alltoallv(s, scounts, sdispls, MPI_INT, r, counts, displs, MPI_INT, c);
+}
+/* Run @p f on host buffers, then on device buffers (two devices) holding the
+ * same input: both device buffers must end as the host ones, guards
+ * included (MPI's own result on host memory is the reference). */
+static void inter_compare(const char *what, inter_fn f, MPI_Comm inter, int n, int root,
+                          size_t sints, size_t rints)
+{
+    size_t sb = sints * sizeof(int), rb = rints * sizeof(int);
+    struct buf hs = mk(HOST, sb), hr = mk(HOST, rb);
+    struct buf ds = mk(rank % ndev, sb), dr = mk((rank + 1) % ndev, rb);
+    int *in = want_at(&hs, 0);
+    for (size_t i = 0; i < sints; i++)
+        in[i] = rank * 100000 + (int)i + 1;
+    memcpy(ds.want, hs.want, sb + 2 * GUARD);
+    put(&hs);
+    put(&ds);
+    MPI_OK(f(hs.p, hr.p, n, inter, root));
+    MPI_OK(f(ds.p, dr.p, n, inter, root));
+    memcpy(ds.want, hs.base, sb + 2 * GUARD);
+    memcpy(dr.want, hr.base, rb + 2 * GUARD);
+    char label[96];
+    snprintf(label, sizeof label, "%s on an intercommunicator: send buffer", what);
+    verify(&ds, label);
+    snprintf(label, sizeof label, "%s on an intercommunicator: receive buffer", what);
+    verify(&dr, label);
+    drop(&hs);
+    drop(&hr);
+    drop(&ds);
+    drop(&dr);
+}
+
+/* Even ranks against odd ones (at -n 3 groups of 2 and 1: a buffer's blocks
+ * are the remote group's, not the local one's), each group the root side in
+ * turn for the rooted calls. */
+static void test_inter(void)
+{
+    MPI_Comm half, inter;
+    int unused;
+    coll_prog_intercomm(&half, &inter, 79, &unused);
+    MPI_OK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_ARE_FATAL));
+    const int n = 300;
+    size_t rs = (size_t)remote_size(inter), vb = 0;
+    int counts[VMAX], displs[VMAX];
+    vb = (size_t)inter_v(inter, n, counts, displs);
+    size_t vs = rs * (size_t)(n + nranks + 2); /* Alltoallv's send blocks, gaps included */
+    int ls = 0;
+    MPI_OK(MPI_Comm_size(inter, &ls));
+    /* Every call's buffers fit (Reduce_scatter_block's send vector is the
+     * largest: local x remote x n); what a call leaves alone is compared too. */
+    size_t big = (size_t)ls * rs * (size_t)n;
+    big = big > vb ? big : vb;
+    big = big > vs ? big : vs;
+    static const struct {
+        const char *name;
+        inter_fn f;
+        int rooted;
+    } calls[] = {
+        {"Bcast", i_bcast, 1},         {"Reduce", i_reduce, 1},
+        {"Allreduce", i_allreduce, 0}, {"Reduce_scatter_block", i_reduce_scatter_block, 0},
+        {"Reduce_scatter", i_reduce_scatter, 0},
+        {"Gather", i_gather, 1},       {"Scatter", i_scatter, 1},
+        {"Allgather", i_allgather, 0}, {"Alltoall", i_alltoall, 0},
+        {"Gatherv", i_gatherv, 1},     {"Scatterv", i_scatterv, 1},
+        {"Allgatherv", i_allgatherv, 0}, {"Alltoallv", i_alltoallv, 0},
+    };
+    for (size_t k = 0; k < sizeof calls / sizeof calls[0]; k++)
+        for (int side = 0; side < (calls[k].rooted ? 2 : 1); side++) {
+            /* The root: local rank 0 of group `side` (world rank side). */
+            int root = rank % 2 != side ? 0 : rank == side ? MPI_ROOT : MPI_PROC_NULL;
+            inter_compare(calls[k].name, calls[k].f, inter, n, root, big, big);
+        }
+    MPI_OK(MPI_Comm_free(&inter));
+    MPI_OK(MPI_Comm_free(&half));
 }
 
 /* A datatype whose extent is larger than its one block (an int resized to
@@ -721,9 +874,6 @@ static void test_verrors(void)
               "host Alltoallv on an intercommunicator: from %d got %d, want %d", j, rv[j],
               world * 10 + rank / 2);
     }
-    expect_error(alltoallv(0, sv, &ones, MPI_INT, d.p, &ones, MPI_INT, inter), MPI_ERR_COMM,
-                 "MPI_Alltoallv", "device Alltoallv on an intercommunicator");
-    verify(&d, "a refused intercommunicator v call's recvbuf");
     MPI_OK(MPI_Comm_free(&inter));
     MPI_OK(MPI_Comm_free(&half));
     drop(&d);
@@ -738,7 +888,7 @@ int main(int argc, char **argv)
     RUN(gather_scatter);
     RUN(allgather_alltoall);
     RUN(reductions);
-    RUN(errors);
+    RUN(inter);
     /* "v": the v and w collectives only. */
 #define RUN_V(name)                                                                         \
     if (strcmp(only, "v") == 0) {                                                           \
