@@ -230,6 +230,44 @@ static int f_pipe_mode(const char *call)
     return SHIM_PIPE_NONE;
 }
 
+/* The deferred mode of a nonblocking send (shim_defer.c); NONE: Ibsend. */
+static int f_defer_mode(const char *call)
+{
+    static const char *const names[] = {"MPI_Isend", "MPI_Issend", "MPI_Irsend"};
+    static const int modes[] = {SHIM_DEFER_ISEND, SHIM_DEFER_ISSEND, SHIM_DEFER_IRSEND};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(call, names[i]) == 0)
+            return modes[i];
+    return SHIM_DEFER_NONE;
+}
+
+/* A nonblocking send whose copy runs after the call, as the C wrappers do
+ * (CUCOPY_MPI_ISEND=async): pipelined, or of a contiguous device buffer
+ * (b staged with SHIM_DEFER_COPY: nothing copied yet; NULL: not staged
+ * yet, the pipelined case only). 1 when it was deferred (*freq and *ierr
+ * set), 0 when it goes the usual way. */
+static int f_defer_isend(const char *call, void *buf, const fint *count, const fint *dt,
+                         const fint *dest, const fint *tag, MPI_Comm c, struct shim_buf *b,
+                         fint *freq, fint *ierr)
+{
+    int mode = f_defer_mode(call);
+    if (!shim_isend_async || mode == SHIM_DEFER_NONE || !shim_defer_args_ok(*dest, *tag, c))
+        return 0;
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc = MPI_SUCCESS;
+    int done = b == NULL ? shim_defer_pipe_isend(call, f_pipe_mode(call), c_buf(buf), *count,
+                                                 PMPI_Type_f2c(*dt), *dest, *tag, c, &creq,
+                                                 &rc)
+                         : shim_defer_isend(call, mode, b, *count, PMPI_Type_f2c(*dt), *dest,
+                                            *tag, c, &creq);
+    if (!done)
+        return 0;
+    if (rc == MPI_SUCCESS)
+        *freq = PMPI_Request_c2f(creq);
+    set_ierr(ierr, rc);
+    return 1;
+}
+
 /* A send that may be pipelined, as the C wrappers do: 1 when it was (*ierr
  * and, for Isend/Issend, *freq set), 0 when it goes the usual way. */
 static int f_pipe_send(const char *call, void *buf, const fint *count, const fint *dt,
@@ -281,21 +319,37 @@ static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint 
 static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, fint *count,
                     fint *dt, fint *dest, fint *tag, fint *comm, fint *req, fint *ierr)
 {
-    shim_defer_flush_if(); /* a C program's deferred sends first (shim_defer.c) */
     if (SHIM_LIKELY(!shim_p2p_active()) || *count == 0 || *dest == MPI_PROC_NULL) {
+        shim_defer_flush_if(); /* after the deferred sends before it (shim_defer.c) */
         fn(buf, count, dt, dest, tag, comm, req, ierr);
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
-    if (!persistent && f_pipe_send(call, buf, count, dt, dest, tag, c, req, ierr))
+    /* Deferred sends keep their FIFO order without a flush; every other one
+     * posts the deferred sends before it first. */
+    if (!persistent && shim_pipe_on() &&
+        (f_defer_isend(call, buf, count, dt, dest, tag, c, NULL, req, ierr) ||
+         (shim_defer_flush_if(), f_pipe_send(call, buf, count, dt, dest, tag, c, req, ierr))))
         return;
+    int defer = !persistent && shim_isend_async && f_defer_mode(call) != SHIM_DEFER_NONE;
     struct shim_buf b;
     int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c,
-                        persistent ? 0 : SHIM_TO_MPI, &b);
+                        persistent ? 0 : SHIM_TO_MPI | (defer ? SHIM_DEFER_COPY : 0), &b);
     if (rc != MPI_SUCCESS) {
         set_ierr(ierr, rc);
         return;
     }
+    if (defer && b.staged && b.layout == NULL) {
+        if (f_defer_isend(call, buf, count, dt, dest, tag, c, &b, req, ierr))
+            return;
+        rc = shim_restage(call, &b, c); /* the copy not made */
+        if (rc != MPI_SUCCESS) {
+            shim_release(&b);
+            set_ierr(ierr, rc);
+            return;
+        }
+    }
+    shim_defer_flush_if();
     if (!b.staged) {
         fn(buf, count, dt, dest, tag, comm, req, ierr);
         return;
