@@ -29,23 +29,7 @@ program f_coll
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
                    ft_report
-#if defined(CUCOPY_F08)
-  use mpi_f08
-#elif !defined(CUCOPY_MPIFH)
-  use mpi
-#endif
-  implicit none
-#if defined(CUCOPY_MPIFH)
-  include 'mpif.h'
-#endif
-
-#if defined(CUCOPY_F08)
-#define DATATYPE type(MPI_Datatype)
-#define OP type(MPI_Op)
-#else
-#define DATATYPE integer
-#define OP integer
-#endif
+#include "f_mpi.h"
 
   ! K elements per block; NMAX elements in each device buffer.
   integer, parameter :: K = 5, NMAX = 512, CANARY = -777

@@ -28,25 +28,11 @@ program f_io
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
                    ft_report
-#if defined(CUCOPY_F08)
-  use mpi_f08
-#elif !defined(CUCOPY_MPIFH)
-  use mpi
-#endif
-  implicit none
-#if defined(CUCOPY_MPIFH)
-  include 'mpif.h'
-#endif
+#include "f_mpi.h"
 
 #if defined(CUCOPY_F08)
-#define FILE_H type(MPI_File)
-#define WIN_H type(MPI_Win)
-#define REQUEST type(MPI_Request)
 #define STATUS_DECL type(MPI_Status) :: st
 #else
-#define FILE_H integer
-#define WIN_H integer
-#define REQUEST integer
 #define STATUS_DECL integer :: st(MPI_STATUS_SIZE)
 #endif
 

@@ -32,25 +32,7 @@ program f_neigh
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
                    ft_report
-#if defined(CUCOPY_F08)
-  use mpi_f08
-#elif !defined(CUCOPY_MPIFH)
-  use mpi
-#endif
-  implicit none
-#if defined(CUCOPY_MPIFH)
-  include 'mpif.h'
-#endif
-
-#if defined(CUCOPY_F08)
-#define REQUEST type(MPI_Request)
-#define DATATYPE type(MPI_Datatype)
-#define COMM type(MPI_Comm)
-#else
-#define REQUEST integer
-#define DATATYPE integer
-#define COMM integer
-#endif
+#include "f_mpi.h"
 
   ! K elements per block, NMAX in each buffer, at most NB neighbours.
   integer, parameter :: K = 5, NMAX = 256, NB = 4, CANARY = -777

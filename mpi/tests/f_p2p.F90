@@ -21,29 +21,15 @@
 program f_p2p
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh
-#if defined(CUCOPY_F08)
-  use mpi_f08
-#elif !defined(CUCOPY_MPIFH)
-  use mpi
-#endif
-  implicit none
-#if defined(CUCOPY_MPIFH)
-  include 'mpif.h'
-#endif
+#include "f_mpi.h"
 
 #if defined(CUCOPY_F08)
-#define REQUEST type(MPI_Request)
-#define DATATYPE type(MPI_Datatype)
-#define MESSAGE type(MPI_Message)
 #define STATUS_DECL type(MPI_Status) :: st, sts(4)
 #define SOURCE_OF(s) s%MPI_SOURCE
 #define TAG_OF(s) s%MPI_TAG
 #define STS(i) sts(i)
 #define STS_SOURCE(i) sts(i)%MPI_SOURCE
 #else
-#define REQUEST integer
-#define DATATYPE integer
-#define MESSAGE integer
 #define STATUS_DECL integer :: st(MPI_STATUS_SIZE), sts(MPI_STATUS_SIZE, 4)
 #define SOURCE_OF(s) s(MPI_SOURCE)
 #define TAG_OF(s) s(MPI_TAG)

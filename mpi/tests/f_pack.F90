@@ -23,21 +23,7 @@ program f_pack
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
                    ft_report
-#if defined(CUCOPY_F08)
-  use mpi_f08
-#elif !defined(CUCOPY_MPIFH)
-  use mpi
-#endif
-  implicit none
-#if defined(CUCOPY_MPIFH)
-  include 'mpif.h'
-#endif
-
-#if defined(CUCOPY_F08)
-#define DATATYPE type(MPI_Datatype)
-#else
-#define DATATYPE integer
-#endif
+#include "f_mpi.h"
 
   integer, parameter :: K = 7, NMAX = 128, NB = 4
   integer :: rank, ierr, g1, ndev, q, pos, hpos, psize, vsize

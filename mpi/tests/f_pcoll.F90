@@ -25,21 +25,7 @@ program f_pcoll
   use, intrinsic :: iso_c_binding
   use ftest, only: ftd_init, ftd_dev_alloc, ftd_dev_free, ftd_htod, ftd_dtoh, ft_check, &
                    ft_report
-#if defined(CUCOPY_F08)
-  use mpi_f08
-#elif !defined(CUCOPY_MPIFH)
-  use mpi
-#endif
-  implicit none
-#if defined(CUCOPY_MPIFH)
-  include 'mpif.h'
-#endif
-
-#if defined(CUCOPY_F08)
-#define REQUEST type(MPI_Request)
-#else
-#define REQUEST integer
-#endif
+#include "f_mpi.h"
 
   !> One device buffer of NMAX DOUBLE PRECISIONs, also seen as NMAX INTEGERs.
   type dbuf
