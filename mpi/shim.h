@@ -880,15 +880,14 @@ void shim_pipe_after_init(void);
 void shim_pipe_before_finalize(void);
 
 /*
- * A send of @p mode (SHIM_PIPE_*) that may be pipelined: 0 when it is not
- * (a host buffer, below the threshold, an intercommunicator, a bad rank: the
- * caller goes on as before); 1 when it was handled, *rc its result (for
- * ISEND/ISSEND *req is the envelope's request, the user's).
+ * A blocking send of @p mode (SHIM_PIPE_SEND, _SSEND) that may be pipelined:
+ * 0 when it is not (a host buffer, below the threshold, an
+ * intercommunicator, a bad rank: the caller goes on as before); 1 when it
+ * was handled, *rc its result. Nonblocking ones: shim_pipe_isend.
  */
 int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
-                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
-                   int *rc);
-/* The steps of a pipelined send, which shim_pipe_send takes at once and a
+                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, int *rc);
+/* The steps of a pipelined send, which shim_pipe_run takes at once and a
  * deferred Isend (shim_defer.c) one by one:
  * - prepare: 0 when the send is not pipelined (as shim_pipe_send); 1 with
  *   *ps the stream (staged, its first chunk copies started), or *ps NULL
@@ -1024,15 +1023,16 @@ struct shim_defer;
  * nothing happened, the caller copies and sends as without deferring. */
 int shim_defer_isend(const char *call, int mode, struct shim_buf *b, MPI_Count count,
                      MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
-/* Isend/Issend (@p mode SHIM_PIPE_ISEND/ISSEND) of a device buffer that is
- * pipelined (shim_pipe_prepare): start its first chunk copies, make *req a
- * generalized request, record it and queue the send, which a later flush
- * posts in call order, envelope and every chunk at once (a polling one once
- * the copies started are done); 1 with *rc its result. 0 when it is not pipelined or there is no
- * memory: the caller goes on as without deferring. */
-int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
-                          MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
-                          int *rc);
+/* Isend/Issend (@p mode SHIM_PIPE_ISEND/ISSEND) that may be pipelined
+ * (shim_pipe_prepare): 0 when it is not (the caller goes on as without
+ * pipelining); 1 when it was, *rc its result. With CUCOPY_MPI_ISEND=async
+ * it is deferred: the first chunk copies started, *req a generalized
+ * request, and a later flush posts it in call order, envelope and every
+ * chunk at once (a polling one once the copies started are done);
+ * otherwise (or without memory for its record) it runs in the call after
+ * the deferred sends before it, *req the envelope's request. */
+int shim_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
+                    MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc);
 /* A record's memory, and a deferred send's record made in it (shim_requests.c). */
 struct shim_rec *shim_rec_new(void);
 void shim_rec_insert_deferred(struct shim_rec *r, MPI_Request req, MPI_Comm comm,

@@ -51,7 +51,7 @@ struct shim_defer {
     MPI_Request real;
     struct shim_greq *gs;   /* the user's request's state (st, error) */
     int complete;           /* MPI_Grequest_complete called */
-    /* A pipelined send (shim_defer_pipe_isend): its stream until posted
+    /* A pipelined send (shim_pipe_isend): its stream until posted
      * (then the pipeline's list in flight has it); posting it sends the
      * envelope in pipe_mode from env, which lives until the user's request
      * completes, and then every chunk, waiting for their copies (they end
@@ -171,33 +171,25 @@ plain:
     return 0;
 }
 
-int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
-                          MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
-                          int *rc)
+/* Defer pipelined send @p ps (prepared, its first copies started): a
+ * generalized request in *req, a record, the FIFO; 0 when there is no
+ * memory for them (nothing happened). */
+static int defer_pipe(const char *call, int mode, struct pipe_stream *ps, int dest, int tag,
+                      MPI_Comm comm, MPI_Request *req)
 {
     struct shim_defer *d = calloc(1, sizeof *d);
     struct shim_greq *gs = calloc(1, sizeof *gs);
     struct shim_rec *r = shim_rec_new();
-    struct pipe_stream *ps = NULL;
-    if (d == NULL || gs == NULL || r == NULL ||
-        !shim_pipe_prepare(call, buf, count, dt, dest, comm, &ps, rc)) {
+    if (d == NULL || gs == NULL || r == NULL) {
         free(d);
         free(gs);
         free(r);
-        return 0; /* not pipelined (or no memory: the blocking path) */
+        return 0;
     }
-    if (ps == NULL || shim_greq_start(gs, req) != MPI_SUCCESS) { /* gs freed */
+    if (shim_greq_start(gs, req) != MPI_SUCCESS) { /* gs freed */
         free(d);
         free(r);
-        if (ps == NULL) {
-            free(gs);
-            return 1; /* *rc: the staging failed */
-        }
-        /* No generalized request: the send completes the blocking way, its
-         * envelope's request the user's, after the deferred sends before it. */
-        shim_defer_flush_if();
-        *rc = shim_pipe_run(ps, call, mode, tag, comm, req);
-        return 1;
+        return 0;
     }
     d->pipe = ps;
     d->pipe_mode = mode;
@@ -210,7 +202,26 @@ int shim_defer_pipe_isend(const char *call, int mode, const void *buf, MPI_Count
         atomic_fetch_add_explicit(&stat_in_flight, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&stat_pipelined, 1, memory_order_relaxed);
     enqueue(d);
-    *rc = MPI_SUCCESS;
+    return 1;
+}
+
+int shim_pipe_isend(const char *call, int mode, const void *buf, MPI_Count count,
+                    MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc)
+{
+    struct pipe_stream *ps = NULL;
+    if (!shim_pipe_prepare(call, buf, count, dt, dest, comm, &ps, rc))
+        return 0;
+    if (ps == NULL)
+        return 1; /* *rc: the staging failed */
+    if (shim_isend_async && shim_defer_args_ok(dest, tag, comm) &&
+        defer_pipe(call, mode, ps, dest, tag, comm, req)) {
+        *rc = MPI_SUCCESS;
+        return 1;
+    }
+    /* Copied in the call, its envelope's request the user's, after the
+     * deferred sends before it. */
+    shim_defer_flush_if();
+    *rc = shim_pipe_run(ps, call, mode, tag, comm, req);
     return 1;
 }
 

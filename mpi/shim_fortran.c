@@ -241,26 +241,36 @@ static int f_defer_mode(const char *call)
     return SHIM_DEFER_NONE;
 }
 
-/* A nonblocking send whose copy runs after the call, as the C wrappers do
- * (CUCOPY_MPI_ISEND=async): pipelined, or of a contiguous device buffer
- * (b staged with SHIM_DEFER_COPY: nothing copied yet; NULL: not staged
- * yet, the pipelined case only). 1 when it was deferred (*freq and *ierr
- * set), 0 when it goes the usual way. */
-static int f_defer_isend(const char *call, void *buf, const fint *count, const fint *dt,
-                         const fint *dest, const fint *tag, MPI_Comm c, struct shim_buf *b,
-                         fint *freq, fint *ierr)
+/* A nonblocking send of a contiguous device buffer (staged with
+ * SHIM_DEFER_COPY: nothing copied yet) whose copy runs after the call, as
+ * the C wrappers do (CUCOPY_MPI_ISEND=async): 1 when it was deferred (*freq
+ * and *ierr set), 0 when it goes the usual way. */
+static int f_defer_isend(const char *call, const fint *count, const fint *dt, const fint *dest,
+                         const fint *tag, MPI_Comm c, struct shim_buf *b, fint *freq,
+                         fint *ierr)
 {
-    int mode = f_defer_mode(call);
-    if (!shim_isend_async || mode == SHIM_DEFER_NONE || !shim_defer_args_ok(*dest, *tag, c))
-        return 0;
     MPI_Request creq = MPI_REQUEST_NULL;
-    int rc = MPI_SUCCESS;
-    int done = b == NULL ? shim_defer_pipe_isend(call, f_pipe_mode(call), c_buf(buf), *count,
-                                                 PMPI_Type_f2c(*dt), *dest, *tag, c, &creq,
-                                                 &rc)
-                         : shim_defer_isend(call, mode, b, *count, PMPI_Type_f2c(*dt), *dest,
-                                            *tag, c, &creq);
-    if (!done)
+    if (!shim_defer_args_ok(*dest, *tag, c) ||
+        !shim_defer_isend(call, f_defer_mode(call), b, *count, PMPI_Type_f2c(*dt), *dest, *tag,
+                          c, &creq))
+        return 0;
+    *freq = PMPI_Request_c2f(creq);
+    set_ierr(ierr, MPI_SUCCESS);
+    return 1;
+}
+
+/* A nonblocking send that may be pipelined, as the C wrappers do
+ * (shim_pipe_isend: deferred or in the call): 1 when it was (*freq and
+ * *ierr set), 0 when it goes the usual way. */
+static int f_pipe_isend(const char *call, void *buf, const fint *count, const fint *dt,
+                        const fint *dest, const fint *tag, MPI_Comm c, fint *freq, fint *ierr)
+{
+    int mode = f_pipe_mode(call);
+    MPI_Request creq = MPI_REQUEST_NULL;
+    int rc;
+    if (mode == SHIM_PIPE_NONE ||
+        !shim_pipe_isend(call, mode, c_buf(buf), *count, PMPI_Type_f2c(*dt), *dest, *tag, c,
+                         &creq, &rc))
         return 0;
     if (rc == MPI_SUCCESS)
         *freq = PMPI_Request_c2f(creq);
@@ -268,21 +278,18 @@ static int f_defer_isend(const char *call, void *buf, const fint *count, const f
     return 1;
 }
 
-/* A send that may be pipelined, as the C wrappers do: 1 when it was (*ierr
- * and, for Isend/Issend, *freq set), 0 when it goes the usual way. */
+/* A blocking send that may be pipelined, as the C wrappers do: 1 when it was
+ * (*ierr set), 0 when it goes the usual way. */
 static int f_pipe_send(const char *call, void *buf, const fint *count, const fint *dt,
-                       const fint *dest, const fint *tag, MPI_Comm c, fint *freq, fint *ierr)
+                       const fint *dest, const fint *tag, MPI_Comm c, fint *ierr)
 {
     int mode = f_pipe_mode(call);
     if (SHIM_LIKELY(!shim_pipe_on()) || mode == SHIM_PIPE_NONE)
         return 0;
-    MPI_Request creq = MPI_REQUEST_NULL;
     int rc;
     if (!shim_pipe_send(call, mode, c_buf(buf), *count, PMPI_Type_f2c(*dt), *dest, *tag, c,
-                        &creq, &rc))
+                        &rc))
         return 0;
-    if (freq != NULL && rc == MPI_SUCCESS)
-        *freq = PMPI_Request_c2f(creq);
     set_ierr(ierr, rc);
     return 1;
 }
@@ -296,7 +303,7 @@ static void f_send(const char *call, f_send_fn fn, void *buf, fint *count, fint 
         return;
     }
     MPI_Comm c = PMPI_Comm_f2c(*comm);
-    if (f_pipe_send(call, buf, count, dt, dest, tag, c, NULL, ierr))
+    if (f_pipe_send(call, buf, count, dt, dest, tag, c, ierr))
         return;
     struct shim_buf b;
     int rc = shim_stage(call, c_buf(buf), *count, PMPI_Type_f2c(*dt), c, SHIM_TO_MPI, &b);
@@ -328,8 +335,7 @@ static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, 
     /* Deferred sends keep their FIFO order without a flush; every other one
      * posts the deferred sends before it first. */
     if (!persistent && shim_pipe_on() &&
-        (f_defer_isend(call, buf, count, dt, dest, tag, c, NULL, req, ierr) ||
-         (shim_defer_flush_if(), f_pipe_send(call, buf, count, dt, dest, tag, c, req, ierr))))
+        f_pipe_isend(call, buf, count, dt, dest, tag, c, req, ierr))
         return;
     int defer = !persistent && shim_isend_async && f_defer_mode(call) != SHIM_DEFER_NONE;
     struct shim_buf b;
@@ -340,7 +346,7 @@ static void f_isend(const char *call, int persistent, f_isend_fn fn, void *buf, 
         return;
     }
     if (defer && b.staged && b.layout == NULL) {
-        if (f_defer_isend(call, buf, count, dt, dest, tag, c, &b, req, ierr))
+        if (f_defer_isend(call, count, dt, dest, tag, c, &b, req, ierr))
             return;
         rc = shim_restage(call, &b, c); /* the copy not made */
         if (rc != MPI_SUCCESS) {

@@ -96,8 +96,7 @@ SHIM_EXPORT int MPI_Finalize(void)
         struct shim_buf b;                                                                   \
         int rc;                                                                              \
         if (PIPE && shim_pipe_on() &&                                                        \
-            shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm, NULL,   \
-                           &rc))                                                             \
+            shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm, &rc))   \
             return rc;                                                                       \
         rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm, SHIM_TO_MPI, &b);       \
         if (rc != MPI_SUCCESS)                                                               \
@@ -133,16 +132,10 @@ SHIM_EXPORT int MPI_Finalize(void)
         }                                                                                    \
         struct shim_buf b;                                                                   \
         int rc;                                                                              \
-        if (PIPE && shim_pipe_on()) {                                                        \
-            if (shim_isend_async && shim_defer_args_ok(dest, tag, comm) &&                   \
-                shim_defer_pipe_isend("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag,    \
-                                      comm, req, &rc))                                       \
-                return rc;                                                                   \
-            shim_defer_flush_if();                                                           \
-            if (shim_pipe_send("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm,     \
-                               req, &rc))                                                    \
-                return rc;                                                                   \
-        }                                                                                    \
+        if (PIPE && shim_pipe_on() &&                                                        \
+            shim_pipe_isend("MPI_" #NAME #SFX, PIPE, buf, count, dt, dest, tag, comm, req,   \
+                            &rc))                                                            \
+            return rc;                                                                       \
         rc = shim_stage("MPI_" #NAME #SFX, buf, count, dt, comm,                             \
                         SHIM_TO_MPI | (shim_isend_async ? SHIM_DEFER_COPY : 0), &b);         \
         if (rc != MPI_SUCCESS)                                                               \

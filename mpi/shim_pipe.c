@@ -382,13 +382,13 @@ int shim_pipe_finish(struct pipe_stream *ps, cucopy_status_t *failed)
 }
 
 int shim_pipe_send(const char *call, int mode, const void *buf, MPI_Count count,
-                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req,
-                   int *rc)
+                   MPI_Datatype dt, int dest, int tag, MPI_Comm comm, int *rc)
 {
     struct pipe_stream *ps;
     if (!shim_pipe_prepare(call, buf, count, dt, dest, comm, &ps, rc))
         return 0;
-    *rc = ps == NULL ? *rc /* the staging failed */ : shim_pipe_run(ps, call, mode, tag, comm, req);
+    if (ps != NULL) /* else *rc: the staging failed */
+        *rc = shim_pipe_run(ps, call, mode, tag, comm, NULL);
     return 1;
 }
 
