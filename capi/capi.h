@@ -40,4 +40,23 @@ int cucopy_in_callback_of(uint64_t iface_serial);
  * returns how many signals it took back. */
 int cucopy_signals_reassert(void);
 
+/* The C steady state's mirrors of the endpoint and memory-handle tables
+ * (capi/fast.c): their capacities are the Go tables' (capi/ep.go,
+ * capi/memory.go). Go sets an index when it adds a handle and clears it
+ * (handle 0) when the index stops naming a usable one. */
+#define CAPI_FAST_EPS (1u << 16)
+#define CAPI_FAST_MEMHS (1u << 16)
+void capi_fast_ep_set(uint32_t idx, uint64_t handle, void *iface, int32_t lane);
+/* desc: the handle's cudadrv.MemDesc (struct cd_mdesc), copied. */
+void capi_fast_memh_set(uint32_t idx, uint64_t handle, uint64_t ctx_serial, uint64_t addr,
+                        uint64_t length, int classify, const void *desc);
+void capi_fast_clear(int memh, uint32_t idx);
+
+/* A short copy in the C steady state (the arguments of cucopyGoEpShort;
+ * cd_fast_short's answer, CD_FAST_*): done there, declined (run the Go
+ * export), or failed or done with a warning ((*entry, *result) for
+ * cucopyGoEpShortReport). */
+int capi_fast_short(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
+                    uint64_t remote, uint64_t remote_memh, int32_t *entry, uint32_t *result);
+
 #endif

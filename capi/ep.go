@@ -7,6 +7,7 @@ package main
 
 /*
 #include "capi.h"
+#include "cd_shim.h"
 */
 import "C"
 
@@ -15,9 +16,22 @@ import (
 	"unsafe"
 
 	"github.com/cucopy/cucopy/core"
+	"github.com/cucopy/cucopy/cudadrv"
 )
 
-var eps = newHandleTable[core.Ep]("ep", 1<<16)
+var eps = newHandleTable[core.Ep]("ep", C.CAPI_FAST_EPS)
+
+// The C steady state finds an endpoint's iface and lane in the C mirror
+// (capi/fast.c).
+func init() {
+	eps.mirror = func(idx uint32, h uint64, ep *core.Ep) {
+		if h == 0 {
+			C.capi_fast_clear(0, C.uint32_t(idx))
+			return
+		}
+		C.capi_fast_ep_set(C.uint32_t(idx), C.uint64_t(h), unsafe.Pointer(ep.Iface().Fast()), C.int32_t(ep.Lane()))
+	}
+}
 
 //export cucopyGoEpCreate
 func cucopyGoEpCreate(h C.uint64_t, wantOut C.int, out *C.uint64_t) C.int {
@@ -80,6 +94,23 @@ func cucopyGoEpShort(h C.uint64_t, how C.int, buffer C.uintptr_t, memh C.uint64_
 			err = ep.ShortMemh(put, uintptr(buffer), bh, uint64(length), uint64(remote), rh)
 		}
 		if err != nil {
+			return fail(err)
+		}
+		return 0
+	})
+}
+
+// cucopyGoEpShortReport reports a short copy the C steady state ran
+// (capi/fast.c) and the driver failed (st CD_FAST_FAILED), or that was done
+// but left its context with an error (CD_FAST_DONE_WARN): (entry, result)
+// is the driver call. how is cucopyGoEpShort's.
+//
+//export cucopyGoEpShortReport
+func cucopyGoEpShortReport(h C.uint64_t, how C.int, st C.int, entry C.int32_t, result C.uint32_t) C.int {
+	put, memh := how&shortPut != 0, how&shortMemh != 0
+	return call(eps, h, core.OpName(put, true, memh), func(ep *core.Ep) C.int {
+		ce := cudadrv.CallError{Entry: cudadrv.Entry(entry), Result: uint32(result)}
+		if err := ep.ShortReported(put, memh, st == C.CD_FAST_FAILED, ce); err != nil {
 			return fail(err)
 		}
 		return 0

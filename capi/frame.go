@@ -46,10 +46,11 @@ func result(st core.Status, err error) C.int {
 }
 
 // internalError turns a panic inside an export into CUCOPY_ERR_INTERNAL and
-// poisons the handle in use, so that the bug cannot spread silently.
-func internalError(op string, r any, poison interface{ Store(bool) }) C.int {
+// poisons the handle in use (poison, if not nil), so that the bug cannot
+// spread silently.
+func internalError(op string, r any, poison func()) C.int {
 	if poison != nil {
-		poison.Store(true)
+		poison()
 	}
 	fmt.Fprintf(os.Stderr, "cucopy error: internal error in %s: %v\n%s", op, r, debug.Stack())
 	return failf(core.ErrInternal, op, "internal error: %v (the handle is now unusable)", r)
@@ -78,7 +79,7 @@ func invoke[T any](t *handleTable[T], h C.uint64_t, op string, poisonedOK bool, 
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			rc = internalError(op, r, &e.poisoned)
+			rc = internalError(op, r, func() { t.poison(uint64(h), e) })
 		}
 	}()
 	return f(e.obj)

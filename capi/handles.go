@@ -16,6 +16,11 @@ import (
 type handleTable[T any] struct {
 	kind  string
 	slots []atomic.Pointer[handleEntry[T]]
+	// mirror, if set, keeps a C copy of the table for the C steady state
+	// (capi/fast.c): called under mu with each handle added, and with h 0
+	// (obj nil) when index idx stops naming a usable object: removed, or
+	// poisoned by an internal error.
+	mirror func(idx uint32, h uint64, obj *T)
 
 	mu   sync.Mutex
 	free []uint32
@@ -53,7 +58,11 @@ func (t *handleTable[T]) add(obj *T) uint64 {
 		t.gen = 1
 	}
 	t.slots[idx].Store(&handleEntry[T]{obj: obj, gen: t.gen})
-	return uint64(t.gen)<<32 | uint64(idx+1)
+	h := uint64(t.gen)<<32 | uint64(idx+1)
+	if t.mirror != nil {
+		t.mirror(idx, h, obj)
+	}
+	return h
 }
 
 // entry finds a live handle's entry, or nil.
@@ -78,9 +87,40 @@ func (t *handleTable[T]) remove(h uint64) bool {
 		return false
 	}
 	idx := uint32(h) - 1
+	t.unmirror(idx)
 	t.slots[idx].Store(nil)
 	t.free = append(t.free, idx)
 	return true
+}
+
+// unmirror takes index idx out of the C mirror; under mu.
+func (t *handleTable[T]) unmirror(idx uint32) {
+	if t.mirror != nil {
+		t.mirror(idx, 0, nil)
+	}
+}
+
+// poison marks handle h's entry e unusable, in the C mirror too.
+func (t *handleTable[T]) poison(h uint64, e *handleEntry[T]) {
+	e.poisoned.Store(true)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.entry(h) == e {
+		t.unmirror(uint32(h) - 1)
+	}
+}
+
+// unmirrorIf takes the handles whose object matches out of the C mirror
+// (e.g. memory handles whose memory was freed): they stay handles, and
+// their calls go through Go, which reports what is wrong with them.
+func (t *handleTable[T]) unmirrorIf(match func(*T) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for idx := uint32(0); idx < t.used; idx++ {
+		if e := t.slots[idx].Load(); e != nil && match(e.obj) {
+			t.unmirror(idx)
+		}
+	}
 }
 
 // removeIf forgets every handle whose object matches (e.g. the endpoints of
@@ -90,6 +130,7 @@ func (t *handleTable[T]) removeIf(match func(*T) bool) {
 	defer t.mu.Unlock()
 	for idx := uint32(0); idx < t.used; idx++ {
 		if e := t.slots[idx].Load(); e != nil && match(e.obj) {
+			t.unmirror(idx)
 			t.slots[idx].Store(nil)
 			t.free = append(t.free, idx)
 		}

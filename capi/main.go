@@ -11,13 +11,14 @@
 // deadlock when the library is itself being dlopened).
 package main
 
-// The flags of every C file and preamble of the package. -Werror=switch: a
+// The flags of every C file and preamble of the package (fast.c calls the
+// C steady state of cudadrv/cd_fast.c, hence its headers). -Werror=switch: a
 // switch over an enum with no default must name every member, so a status
 // added to include/cucopy.h without its cucopy_status_string case (wrappers.c)
 // fails the build.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -O2 -std=gnu11 -Wall -Wextra -Werror=switch
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../cudadrv -O2 -std=gnu11 -Wall -Wextra -Werror=switch
 */
 import "C"
 

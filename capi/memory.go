@@ -12,10 +12,27 @@ package main
 import "C"
 
 import (
+	"unsafe"
+
 	"github.com/cucopy/cucopy/core"
 )
 
-var memhs = newHandleTable[core.MemHandle]("memh", 1<<16)
+var memhs = newHandleTable[core.MemHandle]("memh", C.CAPI_FAST_MEMHS)
+
+// The C steady state checks a memory handle and takes its description from
+// the C mirror (capi/fast.c).
+func init() {
+	memhs.mirror = func(idx uint32, h uint64, mh *core.MemHandle) {
+		if h == 0 {
+			C.capi_fast_clear(1, C.uint32_t(idx))
+			return
+		}
+		addr, length := mh.Range()
+		desc := mh.Desc()
+		C.capi_fast_memh_set(C.uint32_t(idx), C.uint64_t(h), C.uint64_t(mh.Context().Serial()),
+			C.uint64_t(addr), C.uint64_t(length), boolInt(mh.Classified()), unsafe.Pointer(&desc))
+	}
+}
 
 const (
 	memAttrKnown = C.CUCOPY_MEM_ATTR_MEM_TYPE | C.CUCOPY_MEM_ATTR_PINNED | C.CUCOPY_MEM_ATTR_DEVICE |
@@ -118,6 +135,8 @@ func cucopyGoMemFree(h C.uint64_t, addr C.uintptr_t) C.int {
 		if err := ctx.MemFree(uint64(addr)); err != nil {
 			return fail(err)
 		}
+		// The handles inside it now fail in Go, with its message.
+		memhs.unmirrorIf((*core.MemHandle).Freed)
 		return 0
 	})
 }

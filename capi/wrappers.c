@@ -16,6 +16,7 @@
 #include "_cgo_export.h"
 #include "capi.h"
 #include "cucopy.h"
+#include "cd_shim.h"
 
 static __thread char last_error[1024];
 static volatile sig_atomic_t forked;
@@ -68,6 +69,26 @@ void cucopy_test_crossings(uint64_t *c_to_go, uint64_t *go_to_c)
         if (forked)                                                                    \
             return refuse_forked(op);                                                  \
         COUNT_C_TO_GO();                                                               \
+    } while (0)
+
+/* A short copy first tries the C steady state (capi/fast.c), after the
+ * fork guard: what it declines goes on to GUARD and the Go export after
+ * this, and a copy it ran that failed (or left the caller's context with an
+ * error) is reported by Go. */
+#define SHORT_FAST(op, how, buffer, memh, length, remote, remote_memh)                   \
+    do {                                                                               \
+        if (forked)                                                                    \
+            return refuse_forked(op);                                                  \
+        int32_t fast_entry;                                                            \
+        uint32_t fast_result;                                                          \
+        int fast_st = capi_fast_short(HANDLE_BITS(ep), how, buffer, memh, length, remote, \
+                                      remote_memh, &fast_entry, &fast_result);         \
+        if (fast_st == CD_FAST_DONE)                                                   \
+            return CUCOPY_OK;                                                          \
+        GUARD(op);                                                                     \
+        if (fast_st != CD_FAST_DECLINED)                                               \
+            return (cucopy_status_t)cucopyGoEpShortReport(HANDLE_BITS(ep), how, fast_st,  \
+                                                          fast_entry, fast_result);    \
     } while (0)
 
 /* A handle as Go's tables know it: the opaque pointer's bits are the table
@@ -269,7 +290,7 @@ cucopy_status_t cucopy_ep_destroy(cucopy_ep_h ep)
 cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
-    GUARD("ep_put_short");
+    SHORT_FAST("ep_put_short", 1, (uintptr_t)buffer, 0, length, remote_addr, 0);
     return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 1, (uintptr_t)buffer, 0, length,
                                             remote_addr, 0);
 }
@@ -277,7 +298,7 @@ cucopy_status_t cucopy_ep_put_short(cucopy_ep_h ep, const void *buffer, size_t l
 cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
-    GUARD("ep_get_short");
+    SHORT_FAST("ep_get_short", 0, (uintptr_t)buffer, 0, length, remote_addr, 0);
     return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 0, (uintptr_t)buffer, 0, length,
                                             remote_addr, 0);
 }
@@ -286,7 +307,8 @@ cucopy_status_t cucopy_ep_put_short_memh(cucopy_ep_h ep, const void *buffer, cuc
                                          size_t length, uint64_t remote_addr,
                                          cucopy_memh_h remote_memh)
 {
-    GUARD("ep_put_short_memh");
+    SHORT_FAST("ep_put_short_memh", 3, (uintptr_t)buffer, HANDLE_BITS(memh), length, remote_addr,
+               HANDLE_BITS(remote_memh));
     return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 3, (uintptr_t)buffer,
                                             HANDLE_BITS(memh), length, remote_addr,
                                             HANDLE_BITS(remote_memh));
@@ -296,7 +318,8 @@ cucopy_status_t cucopy_ep_get_short_memh(cucopy_ep_h ep, void *buffer, cucopy_me
                                          size_t length, uint64_t remote_addr,
                                          cucopy_memh_h remote_memh)
 {
-    GUARD("ep_get_short_memh");
+    SHORT_FAST("ep_get_short_memh", 2, (uintptr_t)buffer, HANDLE_BITS(memh), length, remote_addr,
+               HANDLE_BITS(remote_memh));
     return (cucopy_status_t)cucopyGoEpShort(HANDLE_BITS(ep), 2, (uintptr_t)buffer,
                                             HANDLE_BITS(memh), length, remote_addr,
                                             HANDLE_BITS(remote_memh));

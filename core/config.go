@@ -21,6 +21,7 @@ type Config struct {
 	Calibrate  bool     // CUCOPY_CALIBRATE: estimates measure each pair once (estimate.go)
 	Stage      Stage    // CUCOPY_STAGE*: pageable staging (stage.go)
 	PackBelow  uint64   // CUCOPY_2D_PACK_BELOW, default 32: 2-D rows narrower than this take the pack path (pack.go); 0 never
+	GoOnly     bool     // CUCOPY_C_STEADY=off: every call goes through Go, none runs in the C steady state (cudadrv/fast.go)
 }
 
 // Stage is how large copies between pageable host memory and a GPU are
@@ -127,6 +128,15 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if v := getenv("CUCOPY_CALIBRATE"); v != "" {
 		if cfg.Calibrate, err = parseBool(v); err != nil {
 			return cfg, fmt.Errorf("CUCOPY_CALIBRATE=%q: %v", v, err)
+		}
+	}
+	if v := getenv("CUCOPY_C_STEADY"); v != "" {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "on":
+		case "off":
+			cfg.GoOnly = true
+		default:
+			return cfg, fmt.Errorf("CUCOPY_C_STEADY=%q: want on or off", v)
 		}
 	}
 	if cfg.PackBelow, err = parseSize(getenv, "CUCOPY_2D_PACK_BELOW", DefaultPackBelow, 0, maxPackBelow); err != nil {

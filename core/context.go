@@ -4,6 +4,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/cucopy/cucopy/cudadrv"
 )
@@ -13,6 +14,7 @@ type Context struct {
 	drv     cudadrv.Interface
 	cfg     Config
 	devices int
+	serial  uint64 // unique in the process, never 0 (Serial)
 
 	mu        sync.Mutex
 	ifaces    int  // open ifaces
@@ -28,8 +30,15 @@ func NewContext(drv cudadrv.Interface, cfg Config) (*Context, error) {
 		// No device is not an error for host-only use; the driver says 0.
 		return nil, driverError("context_create", "counting devices", err)
 	}
-	return &Context{drv: drv, cfg: cfg, devices: n, mem: memDomain{allocs: map[uint64]*allocation{}, regs: map[*Registration]struct{}{}, handles: map[*MemHandle]struct{}{}}}, nil
+	return &Context{drv: drv, cfg: cfg, devices: n, serial: contextSerials.Add(1), mem: memDomain{allocs: map[uint64]*allocation{}, regs: map[*Registration]struct{}{}, handles: map[*MemHandle]struct{}{}}}, nil
 }
+
+// contextSerials numbers the contexts of the process, from 1.
+var contextSerials atomic.Uint64
+
+// Serial is the context's number, unique in the process and never 0: what
+// capi's C side keeps with a memory handle, to tell whose it is.
+func (c *Context) Serial() uint64 { return c.serial }
 
 // Driver is the context's driver.
 func (c *Context) Driver() cudadrv.Interface { return c.drv }

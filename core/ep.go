@@ -46,6 +46,9 @@ func (i *Iface) NewEp() (*Ep, error) {
 // Iface is the endpoint's iface.
 func (e *Ep) Iface() *Iface { return e.iface }
 
+// Lane is the lane the endpoint's copies use.
+func (e *Ep) Lane() int32 { return e.lane }
+
 // OpName is the C function an ep operation was called as, without "cucopy_":
 // the operation name errors carry; memh: its _memh form.
 func OpName(put, short, memh bool) string {
@@ -373,8 +376,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 	for {
 		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
-			// Issued, but leaving the copy's context failed (cuCtxPopCurrent).
-			logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, i.drv.Error(req.Err))
+			i.warnRestore(api, req.Err)
 		}
 		switch st {
 		case cudadrv.CopyDone:
@@ -436,6 +438,25 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 			}
 		}
 	}
+}
+
+// warnRestore logs a copy that was issued, but whose leaving of its
+// context failed (cuCtxPopCurrent, e).
+func (i *Iface) warnRestore(api string, e cudadrv.CallError) {
+	logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, i.drv.Error(e))
+}
+
+// ShortReported reports a short copy that capi's C steady state ran
+// (cudadrv/cd_fast.c): failed, the driver failed it with e (the error
+// Short would return); else it was done, but leaving its context failed
+// with e (logged, as Short does).
+func (e *Ep) ShortReported(put, memh, failed bool, ce cudadrv.CallError) error {
+	api := OpName(put, true, memh)
+	if failed {
+		return driverError(api, "", e.iface.drv.Error(ce))
+	}
+	e.iface.warnRestore(api, ce)
+	return nil
 }
 
 // queuePiece books a piece (and its run) the driver layer queued for op and

@@ -5,6 +5,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -71,10 +72,13 @@ type Iface struct {
 	// slots is what the copy hot path reads, by slot index; res is the rest
 	// of each context's state, same index. Both have a fixed capacity and
 	// never move: a copy reads slots[:nslots] while another thread adds one.
+	// slots, nslots and primary are the C memory of fast (the C steady
+	// state's view of the iface, cudadrv/fast.go).
+	fast    *cudadrv.FastIface
 	slots   []cudadrv.Slot
 	res     []ctxResources
 	pq      []cudadrv.SlotQuery // per slot, what progress asks the driver layer; the claim's holder's
-	nslots  atomic.Int32
+	nslots  *atomic.Int32
 	primary []cudadrv.Context // per device: a primary context we retained, or 0 (cudadrv.StorePrimary)
 
 	completed atomic.Int64 // operations whose last piece finished since the last Progress
@@ -142,17 +146,21 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		ctx:     c,
 		drv:     c.drv,
 		params:  p,
-		multi:   p.ThreadMode == ThreadMulti,
-		slots:   make([]cudadrv.Slot, MaxSlots),
-		res:     make([]ctxResources, MaxSlots),
-		pq:      make([]cudadrv.SlotQuery, MaxSlots),
-		primary: make([]cudadrv.Context, c.devices),
-		fd:      -1,
-		serial:  ifaceSerials.Add(1),
-		est:     newEstimator(c.cfg),
+		multi:  p.ThreadMode == ThreadMulti,
+		res:    make([]ctxResources, MaxSlots),
+		pq:     make([]cudadrv.SlotQuery, MaxSlots),
+		fd:     -1,
+		serial: ifaceSerials.Add(1),
+		est:    newEstimator(c.cfg),
 	}
 	i.stage.init(c.cfg.Stage)
 	i.packBelow = c.cfg.PackBelow
+	i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.stage.min, i.packBelow, c.serial)
+	i.slots, i.primary, i.nslots = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots
+	runtime.AddCleanup(i, func(f *cudadrv.FastIface) { f.FreeTables() }, i.fast)
+	if i.steady() {
+		i.fast.Open()
+	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	i.runs = c.cfg.IOVBatch != IOVBatchOff
 	if c.cfg.IOVBatch == IOVBatchLoop {
@@ -167,6 +175,14 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 
 // ifaceSerials numbers the ifaces of the process, from 1.
 var ifaceSerials atomic.Uint64
+
+// steady says whether the iface's calls may run in the C steady state: on
+// a native driver (it calls cd_copy itself), unless CUCOPY_C_STEADY=off.
+func (i *Iface) steady() bool { return cudadrv.Native(i.drv) && !i.ctx.cfg.GoOnly }
+
+// Fast is the iface's record for the C steady state (cudadrv.FastIface),
+// C memory that capi's C side reads: an endpoint's copies run there.
+func (i *Iface) Fast() *cudadrv.FastIface { return i.fast }
 
 // Serial is the iface's number, unique in the process and never 0: what
 // capi's C side records as "the iface whose callback this thread runs".
@@ -224,6 +240,9 @@ func (i *Iface) Close() error {
 	if i.closed.Load() {
 		return errorf(ErrHandle, api, "iface is already closed")
 	}
+	// No copy runs in the C steady state from here on; if close fails,
+	// they may again.
+	i.fast.Shut()
 	var errs []error
 	for s := range int(i.nslots.Load()) {
 		errs = append(errs, i.releaseSlot(s)...)
@@ -245,6 +264,9 @@ func (i *Iface) Close() error {
 	if len(errs) > 0 {
 		// What could not be released is still held: the iface stays open
 		// and close can be called again.
+		if i.steady() {
+			i.fast.Open()
+		}
 		return &Error{Status: ErrCUDA, Op: api, Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}
 	}
 	i.closed.Store(true)

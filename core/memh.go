@@ -37,6 +37,19 @@ type MemHandle struct {
 // Range is the handle's [addr, addr+length).
 func (h *MemHandle) Range() (addr, length uint64) { return h.addr, h.length }
 
+// Context is the cucopy context the handle belongs to.
+func (h *MemHandle) Context() *Context { return h.ctx }
+
+// Desc is the handle's description, as copies take it.
+func (h *MemHandle) Desc() cudadrv.MemDesc { return h.desc }
+
+// Classified says that copies classify the handle's side anyway (a driver
+// without cuCtxGetId: see describe).
+func (h *MemHandle) Classified() bool { return h.classify }
+
+// Freed says that the handle's memory went through MemFree.
+func (h *MemHandle) Freed() bool { return h.freed.Load() }
+
 // MemDescribe classifies [addr, addr+length) once: any memory kind.
 func (c *Context) MemDescribe(addr, length uint64) (*MemHandle, error) {
 	const api = "mem_describe"

@@ -58,7 +58,6 @@ type ctxResources struct {
 	events      int  // events created (in queues, free, or in the slot)
 	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
-	counters    [gpuDirs]dirCounters // stats.go
 	serial      uint64               // this life's number in the iface (stats.go); under mu
 	lane        int32
 	polling     atomic.Bool // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)

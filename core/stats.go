@@ -59,21 +59,20 @@ type Stats struct {
 	ContextsReset    uint64 // found ended (reset, driver deinitialized) and dropped
 }
 
-// dirCounters is DirStats as the copy path adds to it.
-type dirCounters struct {
-	operations, pieces, bytes atomic.Uint64
+// dirCounters is DirStats as the copy path adds to it: a slot's live in
+// its C memory (cudadrv.Slot.Counts), where the C steady state adds too.
+type dirCounters = cudadrv.Counts
+
+func loadCounts(c *dirCounters) DirStats {
+	return DirStats{c.Operations.Load(), c.Pieces.Load(), c.Bytes.Load()}
 }
 
-func (c *dirCounters) load() DirStats {
-	return DirStats{c.operations.Load(), c.pieces.Load(), c.bytes.Load()}
-}
-
-// take reads and zeroes the counters, atomically each: a short copy ends
-// (and counts itself) after it stopped being a user of its slot, so its
-// count may come after the slot was retired; it then goes to the slot's
-// next life rather than being lost or racing.
-func (c *dirCounters) take() DirStats {
-	return DirStats{c.operations.Swap(0), c.pieces.Swap(0), c.bytes.Swap(0)}
+// takeCounts reads and zeroes the counters, atomically each: a short copy
+// ends (and counts itself) after it stopped being a user of its slot, so
+// its count may come after the slot was retired; it then goes to the
+// slot's next life rather than being lost or racing.
+func takeCounts(c *dirCounters) DirStats {
+	return DirStats{c.Operations.Swap(0), c.Pieces.Swap(0), c.Bytes.Swap(0)}
 }
 
 // ifaceCounters are the iface's own counters.
@@ -128,17 +127,17 @@ type IncarnationStats struct {
 func (i *Iface) countCopy(req *cudadrv.CopyOp, first bool, run []cudadrv.Piece) {
 	c := &i.counters.cpu
 	if req.Slot >= 0 {
-		c = &i.res[req.Slot].counters[req.Dir]
+		c = &i.slots[req.Slot].Counts[req.Dir]
 	}
 	if first {
-		c.operations.Add(1)
+		c.Operations.Add(1)
 	}
 	bytes := rowBytes(req.Len, req.Height)
 	for _, p := range run {
 		bytes += rowBytes(p.Len, p.Height)
 	}
-	c.pieces.Add(uint64(1 + len(run)))
-	c.bytes.Add(bytes)
+	c.Pieces.Add(uint64(1 + len(run)))
+	c.Bytes.Add(bytes)
 }
 
 // countNoResource counts a NO_RESOURCE answer and passes err on.
@@ -154,8 +153,8 @@ func (i *Iface) countNoResource(err error) error {
 func (i *Iface) retireCounts(s int, how IncarnationState) {
 	r := &i.res[s]
 	life := i.incarnationStats(s, how)
-	for k := range r.counters {
-		taken := r.counters[k].take()
+	for k := range i.slots[s].Counts {
+		taken := takeCounts(&i.slots[s].Counts[k])
 		life.Dir[k] = taken
 		if r.device >= 0 && r.device < len(i.counters.retired) {
 			i.counters.retired[r.device][k].add(taken)
@@ -192,8 +191,8 @@ func (i *Iface) incarnations() []IncarnationStats {
 			continue
 		}
 		life := i.incarnationStats(s, IncarnationLive)
-		for k := range i.res[s].counters {
-			life.Dir[k] = i.res[s].counters[k].load()
+		for k := range i.slots[s].Counts {
+			life.Dir[k] = loadCounts(&i.slots[s].Counts[k])
 		}
 		lives = append(lives, life)
 	}
@@ -230,8 +229,8 @@ func (i *Iface) stats() Stats {
 		if r.dead || r.device < 0 || r.device >= len(st.Device) {
 			continue
 		}
-		for k := range r.counters {
-			st.Device[r.device][k].add(r.counters[k].load())
+		for k := range i.slots[s].Counts {
+			st.Device[r.device][k].add(loadCounts(&i.slots[s].Counts[k]))
 		}
 	}
 	for d := range st.Device {
@@ -239,7 +238,7 @@ func (i *Iface) stats() Stats {
 			st.Dir[k].add(st.Device[d][k])
 		}
 	}
-	st.Dir[DirHost] = i.counters.cpu.load()
+	st.Dir[DirHost] = loadCounts(&i.counters.cpu)
 	return st
 }
 

@@ -67,6 +67,14 @@ enum {
 
 #define CD_MAX_PEERS 16
 
+/* The statistics of one direction of a slot (cudadrv.Counts): operations,
+ * pieces and bytes, added to with atomics by whichever thread copied. */
+typedef struct cd_counts {
+    uint64_t operations;
+    uint64_t pieces;
+    uint64_t bytes;
+} cd_counts;
+
 /* One CUDA context's resources as the copy path reads them: cudadrv.Slot
  * (cudadrv/slot.go), which says who writes what and when. */
 typedef struct cd_slot {
@@ -91,6 +99,7 @@ typedef struct cd_slot {
     uint64_t scratch_size[2];
     uint32_t scratch_off; /* bit k: kind k has no scratch (allocation failed): plain 2-D */
     uint32_t pad;
+    cd_counts counts[CD_NUM_ASYNC_KINDS]; /* statistics per direction (cudadrv.Counts) */
 } cd_slot;
 
 /* The copy protocol: its flags, results and request are explained once,
@@ -197,6 +206,41 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
             const cd_piece *more, int32_t nmore, const cd_mdesc *mems);
 /* Classify ptr as the copy path does, once, for a memory handle. */
 int cd_describe(uint64_t ptr, cd_mdesc *d, cd_err *err);
+
+/* The C steady state (cd_fast.c, cudadrv/fast.go): what a call of the C ABI
+ * reads to run without entering Go. core owns it: it fills it when the iface
+ * opens and keeps nslots; the slot and primary tables are C memory, so that
+ * C code may read them outside a call from Go. */
+typedef struct cd_fast_iface {
+    cd_slot *slots;     /* the iface's slot table (cap entries) */
+    uintptr_t *primary; /* per device: the retained primary context, or 0 */
+    int32_t nslots;     /* atomic: slots in use (core's Iface.nslots) */
+    int32_t cap;
+    int32_t ndevices;
+    int32_t multi;      /* a multi-thread iface: copies take the slots' locks */
+    int32_t open;       /* atomic: 1 while the C steady state may run (core's Iface.Close clears it) */
+    int32_t users;      /* atomic: C ABI calls inside the C steady state now */
+    uint64_t stage_min; /* cd_copy_op.stage_min */
+    uint64_t pack_below;
+    uint64_t ctx_serial; /* the cucopy context's (core.Context.Serial): a memory handle must be of it */
+} cd_fast_iface;
+
+/* A zeroed cd_fast_iface with its tables, NULL when out of memory; the
+ * record itself is never freed (a C ABI call may still read it after its
+ * iface closed: open tells it), cd_fast_iface_free_tables frees the tables. */
+cd_fast_iface *cd_fast_iface_new(int32_t cap, int32_t ndevices);
+void cd_fast_iface_free_tables(cd_fast_iface *f);
+
+/* A short copy of the C steady state. DONE: copied and counted. DECLINED:
+ * nothing was issued or counted; the caller runs the Go export, which does
+ * the whole call. FAILED: the driver failed it (*err, as cd_copy reports
+ * it; nothing is left in flight) and DONE_WARN: copied and counted, but
+ * restoring the caller's context failed (*err): Go reports either
+ * (cudadrv.FastShort*). dst_d and src_d: the sides' memory handle
+ * descriptions, NULL to classify. */
+enum { CD_FAST_DONE = 0, CD_FAST_DECLINED = 1, CD_FAST_FAILED = 2, CD_FAST_DONE_WARN = 3 };
+int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
+                  const cd_mdesc *dst_d, const cd_mdesc *src_d, cd_err *err);
 
 /* Progress and event fd (cd_progress.c). */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):

@@ -29,6 +29,17 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Scratch)-unsafe.Offsetof(C.cd_slot{}.scratch)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.ScratchSize)-unsafe.Offsetof(C.cd_slot{}.scratch_size)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.ScratchOff)-unsafe.Offsetof(C.cd_slot{}.scratch_off)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Counts)-unsafe.Offsetof(C.cd_slot{}.counts)]
+	_ = [1]struct{}{}[unsafe.Sizeof(Counts{})-C.sizeof_cd_counts]
+	_ = [1]struct{}{}[unsafe.Offsetof(Counts{}.Bytes)-unsafe.Offsetof(C.cd_counts{}.bytes)]
+
+	_ = [1]struct{}{}[unsafe.Sizeof(FastIface{})-C.sizeof_cd_fast_iface]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.NSlots)-unsafe.Offsetof(C.cd_fast_iface{}.nslots)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.cap)-unsafe.Offsetof(C.cd_fast_iface{}.cap)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.open)-unsafe.Offsetof(C.cd_fast_iface{}.open)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.users)-unsafe.Offsetof(C.cd_fast_iface{}.users)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.stageMin)-unsafe.Offsetof(C.cd_fast_iface{}.stage_min)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.ctxSerial)-unsafe.Offsetof(C.cd_fast_iface{}.ctx_serial)]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(CopyOp{})-C.sizeof_cd_copy_op]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseEvent)-unsafe.Offsetof(C.cd_copy_op{}.reuse_event)]

@@ -90,6 +90,9 @@ type Slot struct {
 	ScratchSize [2]uint64
 	ScratchOff  uint32
 	_           uint32
+	// Counts[k]: the statistics of direction k (core's stats.go): added to
+	// by the copy path, Go's and the C steady state's, with atomics.
+	Counts [NumAsyncKinds]Counts
 }
 
 // Lock takes the slot's lock word, shared with cd_copy (C atomics on the

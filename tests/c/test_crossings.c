@@ -14,7 +14,14 @@
  * is called, so that a progress call is mostly productive; unproductive
  * calls are counted apart.
  *
- * Bounds (what the library achieves; a regression fails): a zcopy is one
+ * Short copies (put and get, plain and with memory handles on both sides,
+ * on a single- and a multi-thread iface) run in the C steady state once
+ * their context's slot and stream exist: no crossing at all, and the data
+ * arrives (read back and compared). On the fake, a driver failure of such a
+ * copy is reported once by Go, and not retried.
+ *
+ * Bounds (what the library achieves; a regression fails): a short copy
+ * crosses nothing; a zcopy is one
  * call in and one out (its iov one run); a progress call is one call in,
  * and out one query of every slot plus, when completions are ready, one
  * call running their callbacks. On the fake: at most one
@@ -29,6 +36,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -178,9 +186,117 @@ static void measure(const char *name, cucopy_iface_h iface, cucopy_ep_h ep, stru
     tc_case_end();
 }
 
+/* SHORTS short copies of 8 bytes each way, with memory handles (memh_host,
+ * memh_dev) or without: no crossing, once one of each made the context's
+ * slot and stream; each round trip's bytes come back. */
+#define SHORTS 200
+static int go_only; /* CUCOPY_C_STEADY=off: each short copy is one call in and one out */
+
+static void measure_short(const char *name, cucopy_ep_h ep, struct tc_buf *host,
+                          struct tc_buf *dev, cucopy_memh_h memh_host, cucopy_memh_h memh_dev)
+{
+    void *out = (void *)(uintptr_t)tc_buf_addr(host, 0), *back = (void *)(uintptr_t)tc_buf_addr(host, 64);
+    uint64_t remote = tc_buf_addr(dev, 128);
+    struct count total = {0, 0};
+    long wrong = 0;
+    for (int k = -1; k < SHORTS; k++) { /* k = -1: the warm-up, not counted */
+        uint64_t v = 0x5eed0000u + (uint64_t)k, got = 0;
+        tc_buf_write(host, 0, &v, sizeof(v));
+        tc_buf_write(host, 64, &got, sizeof(got));
+        struct count c = now();
+        int put = memh_host != NULL
+                      ? cucopy_ep_put_short_memh(ep, out, memh_host, 8, remote, memh_dev)
+                      : cucopy_ep_put_short(ep, out, 8, remote);
+        int get = memh_host != NULL
+                      ? cucopy_ep_get_short_memh(ep, back, memh_host, 8, remote, memh_dev)
+                      : cucopy_ep_get_short(ep, back, 8, remote);
+        struct count d = since(c);
+        REQUIRE(put == CUCOPY_OK && get == CUCOPY_OK);
+        tc_buf_read(host, 64, &got, sizeof(got));
+        wrong += got != v;
+        if (k >= 0)
+            add(&total, d);
+    }
+    printf("test_crossings: %-28s per short copy: C->Go %.3f, Go->C %.3f\n", name,
+           (double)total.in / (2.0 * SHORTS), (double)total.out / (2.0 * SHORTS));
+    uint64_t want = go_only ? 2 * SHORTS : 0;
+    tc_case_begin("%s: short copies cross %s", name, go_only ? "once each way" : "nothing");
+    CHECKF(wrong == 0, "%s: %ld of %d round trips did not bring the value back", name, wrong,
+           SHORTS);
+    CHECKF(total.in == want && total.out == want,
+           "%s: %lu calls into Go and %lu out of it for %d short copies: want %lu each", name,
+           (unsigned long)total.in, (unsigned long)total.out, 2 * SHORTS, (unsigned long)want);
+    tc_case_end();
+}
+
+/* On the fake: a short copy that the driver fails in the C steady state is
+ * reported by Go (one call in), with the failed call named, and not tried
+ * again; one whose restore of the caller's context fails is done, and Go
+ * logs it. The next copy runs in C again. */
+static void short_failures(cucopy_ep_h ep, struct tc_buf *host, struct tc_buf *dev)
+{
+    if (tc_fake.fail == NULL || go_only)
+        return;
+    void *out = (void *)(uintptr_t)tc_buf_addr(host, 0);
+    uint64_t remote = tc_buf_addr(dev, 256), v = 0xfa11, got = 0;
+    tc_buf_write(host, 0, &v, sizeof(v));
+    REQUIRE_OK(cucopy_ep_put_short(ep, out, 8, remote)); /* slot and stream made */
+
+    tc_case_begin("a short copy the driver fails is reported once, not retried");
+    long copies = calls("cuMemcpyAsync");
+    tc_fake.fail("cuMemcpyAsync", 1, 1 /* CUDA_ERROR_INVALID_VALUE */);
+    struct count c = now();
+    int st = cucopy_ep_put_short(ep, out, 8, remote);
+    struct count d = since(c);
+    CHECKF(st == CUCOPY_ERR_CUDA, "status %d, want CUCOPY_ERR_CUDA", st);
+    CHECKF(strstr(cucopy_last_error(), "cuMemcpyAsync") != NULL, "message: %s",
+           cucopy_last_error());
+    CHECKF(calls("cuMemcpyAsync") - copies == 1, "%ld cuMemcpyAsync calls: want 1 (no retry)",
+           calls("cuMemcpyAsync") - copies);
+    CHECKF(d.in == 1, "%lu calls into Go: want 1 (the report)", (unsigned long)d.in);
+    tc_case_end();
+
+    tc_case_begin("a short copy whose context restore fails is done, and Go logs it");
+    v = 0x900d;
+    tc_buf_write(host, 0, &v, sizeof(v));
+    tc_fake.fail("cuCtxPopCurrent", 1, 1);
+    c = now();
+    st = cucopy_ep_put_short(ep, out, 8, remote);
+    d = since(c);
+    CHECKF(st == CUCOPY_OK, "status %d (%s), want CUCOPY_OK", st, cucopy_last_error());
+    CHECKF(d.in == 1, "%lu calls into Go: want 1 (the warning)", (unsigned long)d.in);
+    REQUIRE_OK(cucopy_ep_get_short(ep, (void *)(uintptr_t)tc_buf_addr(host, 64), 8, remote));
+    tc_buf_read(host, 64, &got, sizeof(got));
+    CHECKF(got == v, "read back 0x%lx, want 0x%lx", (unsigned long)got, (unsigned long)v);
+    c = now();
+    REQUIRE_OK(cucopy_ep_put_short(ep, out, 8, remote));
+    d = since(c);
+    CHECKF(d.in == 0 && d.out == 0, "the next copy crossed %lu in, %lu out: want none",
+           (unsigned long)d.in, (unsigned long)d.out);
+    tc_case_end();
+}
+
+/* measure_short with and without memory handles on both sides. */
+static void measure_shorts(const char *name, cucopy_context_h ctx, cucopy_ep_h ep,
+                           struct tc_buf *host, struct tc_buf *dev)
+{
+    char what[64];
+    cucopy_memh_h mh, md;
+    REQUIRE_OK(cucopy_mem_describe(ctx, (void *)(uintptr_t)tc_buf_addr(host, 0), host->size, &mh));
+    REQUIRE_OK(cucopy_mem_describe(ctx, (void *)(uintptr_t)tc_buf_addr(dev, 0), dev->size, &md));
+    snprintf(what, sizeof(what), "%s, short", name);
+    measure_short(what, ep, host, dev, NULL, NULL);
+    snprintf(what, sizeof(what), "%s, short memh", name);
+    measure_short(what, ep, host, dev, mh, md);
+    REQUIRE_OK(cucopy_mem_dereg(ctx, mh));
+    REQUIRE_OK(cucopy_mem_dereg(ctx, md));
+}
+
 int main(void)
 {
     int ndev = tc_begin("test_crossings", 2);
+    const char *steady = getenv("CUCOPY_C_STEADY");
+    go_only = steady != NULL && strcmp(steady, "off") == 0;
     crossings = (crossings_fn)dlsym(RTLD_DEFAULT, "cucopy_test_crossings");
     if (crossings == NULL)
         tc_fatal(__FILE__, __LINE__,
@@ -215,6 +331,8 @@ int main(void)
     measure(name, iface, ep, &host, spread, nspread, 8, 1, ndev);
     measure("iov 16", iface, ep, &host, &one, 1, 1, 16, ndev);
     measure("iov 16, window 8", iface, ep, &host, &one, 1, 8, 16, ndev);
+    measure_shorts("single-thread", ctx, ep, &host, &dev[0]);
+    short_failures(ep, &host, &dev[0]);
     REQUIRE_OK(cucopy_ep_destroy(ep));
     REQUIRE_OK(cucopy_iface_close(iface));
 
@@ -231,6 +349,7 @@ int main(void)
         lanes[k] = (struct target){&dev[0], 1, eps[k]};
     }
     measure("multi, window 8, 4 lanes", iface, eps[0], &host, lanes, 4, 8, 1, 1);
+    measure_shorts("multi", ctx, eps[1], &host, &dev[0]);
     for (int k = 0; k < 4; k++)
         REQUIRE_OK(cucopy_ep_destroy(eps[k]));
     REQUIRE_OK(cucopy_iface_close(iface));

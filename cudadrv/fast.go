@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+
+package cudadrv
+
+// The C steady state's view of an iface (struct cd_fast_iface, cd_fast.c):
+// the slot and primary tables in C memory, so that the C ABI can run a copy
+// without entering Go, and the words that let core close the iface under
+// such calls.
+
+/*
+#include <stdlib.h>
+#include "cd_shim.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// FastIface mirrors struct cd_fast_iface (layout.go checks the layout). It
+// lives in C memory, never freed: a C ABI call may read it after its iface
+// closed (Open tells it not to go on).
+type FastIface struct {
+	slots     *Slot
+	primary   *Context
+	NSlots    atomic.Int32 // slots in use: the core's count, read by copies
+	cap       int32
+	ndevices  int32
+	multi     int32
+	open      atomic.Int32
+	users     atomic.Int32
+	stageMin  uint64
+	packBelow uint64
+	ctxSerial uint64
+}
+
+// NewFastIface makes an iface's record with a slot table of capacity slots
+// and a primary table of ndevices entries, all zero and closed to the C
+// steady state; FreeTables gives the tables back.
+func NewFastIface(capacity, ndevices int, multi bool, stageMin, packBelow, ctxSerial uint64) *FastIface {
+	p := C.cd_fast_iface_new(C.int32_t(capacity), C.int32_t(ndevices))
+	if p == nil {
+		panic("cucopy: out of memory for an iface's slot table")
+	}
+	f := (*FastIface)(unsafe.Pointer(p))
+	if multi {
+		f.multi = 1
+	}
+	f.stageMin, f.packBelow, f.ctxSerial = stageMin, packBelow, ctxSerial
+	return f
+}
+
+// Slots is the slot table.
+func (f *FastIface) Slots() []Slot { return unsafe.Slice(f.slots, int(f.cap)) }
+
+// Primary is the primary table (LoadPrimary, StorePrimary).
+func (f *FastIface) Primary() []Context { return unsafe.Slice(f.primary, int(f.ndevices)) }
+
+// Open lets the C ABI run copies of the iface in C (a native driver only:
+// the C steady state calls cd_copy).
+func (f *FastIface) Open() { f.open.Store(1) }
+
+// Shut stops new C steady-state calls and waits for those running to
+// leave; Open undoes it.
+func (f *FastIface) Shut() {
+	f.open.Store(0)
+	for f.users.Load() != 0 {
+		runtime.Gosched()
+	}
+}
+
+// FreeTables frees the tables; nothing may use them after (the record
+// stays, closed).
+func (f *FastIface) FreeTables() {
+	f.open.Store(0)
+	C.cd_fast_iface_free_tables((*C.cd_fast_iface)(unsafe.Pointer(f)))
+}
+
+// Native says whether drv runs on the CUDA driver through cudadrv's C side
+// (the C steady state calls it directly), not a fake written in Go.
+func Native(drv Interface) bool {
+	_, ok := drv.(*driver)
+	return ok
+}
+
+// Counts mirrors struct cd_counts: one direction's statistics of a slot.
+type Counts struct {
+	Operations, Pieces, Bytes atomic.Uint64
+}
