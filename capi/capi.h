@@ -52,11 +52,14 @@ void capi_fast_memh_set(uint32_t idx, uint64_t handle, uint64_t ctx_serial, uint
                         uint64_t length, int classify, const void *desc);
 void capi_fast_clear(int memh, uint32_t idx);
 
-/* A short copy in the C steady state (the arguments of cucopyGoEpShort;
- * cd_fast_short's answer, CD_FAST_*): done there, declined (run the Go
- * export), or failed or done with a warning ((*entry, *result) for
- * cucopyGoEpShortReport). */
-int capi_fast_short(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
-                    uint64_t remote, uint64_t remote_memh, int32_t *entry, uint32_t *result);
+/* A copy of one piece in the C steady state: a short copy, or with
+ * CAPI_FAST_ZCOPY in how a zcopy of one iov entry completing comp; how's
+ * other bits are cucopyGoEpShort's (put, memh). The answer is cd_fast_*'s
+ * (CD_FAST_*): done there, declined (run the Go export), or failed or
+ * done with a warning ((*entry, *result) for cucopyGoFastReport). */
+#define CAPI_FAST_ZCOPY 4
+int capi_fast(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
+              uint64_t remote, uint64_t remote_memh, uintptr_t comp, int32_t *entry,
+              uint32_t *result);
 
 #endif

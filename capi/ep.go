@@ -25,7 +25,7 @@ var eps = newHandleTable[core.Ep]("ep", C.CAPI_FAST_EPS)
 // (capi/fast.c).
 func init() {
 	eps.mirror = func(idx uint32, h uint64, ep *core.Ep) {
-		if h == 0 {
+		if h == 0 || ep.Iface().Fast() == nil { // no C steady state for its iface
 			C.capi_fast_clear(0, C.uint32_t(idx))
 			return
 		}
@@ -100,21 +100,30 @@ func cucopyGoEpShort(h C.uint64_t, how C.int, buffer C.uintptr_t, memh C.uint64_
 	})
 }
 
-// cucopyGoEpShortReport reports a short copy the C steady state ran
-// (capi/fast.c) and the driver failed (st CD_FAST_FAILED), or that was done
-// but left its context with an error (CD_FAST_DONE_WARN): (entry, result)
-// is the driver call. how is cucopyGoEpShort's.
+// cucopyGoFastReport reports a copy the C steady state ran (capi/fast.c,
+// capi_fast's how) and the driver failed (st CD_FAST_FAILED: the call's
+// error), or that was issued but left its context with an error
+// (CD_FAST_DONE_WARN: logged; a zcopy is then in progress): (entry,
+// result) is the driver call. The copy's own outcome, whatever became of
+// its endpoint since: no handle is looked up.
 //
-//export cucopyGoEpShortReport
-func cucopyGoEpShortReport(h C.uint64_t, how C.int, st C.int, entry C.int32_t, result C.uint32_t) C.int {
-	put, memh := how&shortPut != 0, how&shortMemh != 0
-	return call(eps, h, core.OpName(put, true, memh), func(ep *core.Ep) C.int {
-		ce := cudadrv.CallError{Entry: cudadrv.Entry(entry), Result: uint32(result)}
-		if err := ep.ShortReported(put, memh, st == C.CD_FAST_FAILED, ce); err != nil {
-			return fail(err)
+//export cucopyGoFastReport
+func cucopyGoFastReport(how C.int, st C.int, entry C.int32_t, result C.uint32_t) (rc C.int) {
+	zcopy := how&C.CAPI_FAST_ZCOPY != 0
+	op := core.OpName(how&shortPut != 0, !zcopy, how&shortMemh != 0)
+	defer func() {
+		if r := recover(); r != nil {
+			rc = internalError(op, r, nil)
 		}
-		return 0
-	})
+	}()
+	ce := cudadrv.CallError{Entry: cudadrv.Entry(entry), Result: uint32(result)}
+	if err := core.FastOutcome(op, st == C.CD_FAST_FAILED, ce); err != nil {
+		return fail(err)
+	}
+	if zcopy {
+		return C.int(core.InProgress)
+	}
+	return 0
 }
 
 //export cucopyGoEpZcopy

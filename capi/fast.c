@@ -3,7 +3,7 @@
  * The C ABI's side of the C steady state (docs/design.md, "The C steady
  * state"): C mirrors of the endpoint and memory-handle tables, so that a
  * call can find its iface, lane and handle descriptions without Go, and the
- * short copies that run entirely in C (cudadrv/cd_fast.c).
+ * copies of one piece that run entirely in C (cudadrv/cd_fast.c).
  *
  * Go writes an index when it adds a handle and clears it when the index
  * stops naming a usable one (capi/handles.go, mirror). Readers take no
@@ -147,12 +147,13 @@ static int fast_memh_get(uint64_t h, uint64_t ctx_serial, uint64_t addr, uint64_
     return 1;
 }
 
-int capi_fast_short(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
-                    uint64_t remote, uint64_t remote_memh, int32_t *entry, uint32_t *result)
+int capi_fast(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
+              uint64_t remote, uint64_t remote_memh, uintptr_t comp, int32_t *entry,
+              uint32_t *result)
 {
     cd_fast_iface *f;
     int32_t lane;
-    if (!fast_ep_get(ep, &f, &lane))
+    if (!fast_ep_get(ep, &f, &lane) || f == NULL)
         return CD_FAST_DECLINED;
     cd_mdesc bd, rd;
     const cd_mdesc *bs, *rs;
@@ -160,9 +161,17 @@ int capi_fast_short(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_
         !fast_memh_get(remote_memh, f->ctx_serial, remote, length, &rd, &rs))
         return CD_FAST_DECLINED;
     /* core's endpoints: put copies local -> remote, get remote -> local. */
+    uint64_t dst = buffer, src = remote;
+    const cd_mdesc *dd = bs, *sd = rs;
+    if (how & 1) {
+        dst = remote;
+        src = buffer;
+        dd = rs;
+        sd = bs;
+    }
     cd_err err;
-    int st = (how & 1) ? cd_fast_short(f, lane, remote, buffer, length, rs, bs, &err)
-                       : cd_fast_short(f, lane, buffer, remote, length, bs, rs, &err);
+    int st = (how & CAPI_FAST_ZCOPY) ? cd_fast_zcopy(f, lane, dst, src, length, dd, sd, comp, &err)
+                                     : cd_fast_short(f, lane, dst, src, length, dd, sd, &err);
     *entry = err.entry;
     *result = err.result;
     return st;

@@ -23,7 +23,10 @@ var memhs = newHandleTable[core.MemHandle]("memh", C.CAPI_FAST_MEMHS)
 // the C mirror (capi/fast.c).
 func init() {
 	memhs.mirror = func(idx uint32, h uint64, mh *core.MemHandle) {
-		if h == 0 {
+		// A handle whose memory was freed while it was being added
+		// (cucopy_mem_free's unmirrorIf ran before the add) stays out:
+		// the flag is set before that scan takes the table's lock.
+		if h == 0 || mh.Freed() {
 			C.capi_fast_clear(1, C.uint32_t(idx))
 			return
 		}

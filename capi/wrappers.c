@@ -71,25 +71,36 @@ void cucopy_test_crossings(uint64_t *c_to_go, uint64_t *go_to_c)
         COUNT_C_TO_GO();                                                               \
     } while (0)
 
-/* A short copy first tries the C steady state (capi/fast.c), after the
- * fork guard: what it declines goes on to GUARD and the Go export after
- * this, and a copy it ran that failed (or left the caller's context with an
- * error) is reported by Go. */
-#define SHORT_FAST(op, how, buffer, memh, length, remote, remote_memh)                   \
+/* A copy of one piece first tries the C steady state (capi/fast.c,
+ * capi_fast with how), after the fork guard: done there, the call returns
+ * done; what it declines goes on to GUARD and the Go export after this; a
+ * copy it ran that failed (or left the caller's context with an error) is
+ * reported by Go. fast_ok says whether the call is of that shape. */
+#define FAST_TRY(op, how, fast_ok, buffer, memh, length, remote, remote_memh, comp, done)  \
     do {                                                                               \
         if (forked)                                                                    \
             return refuse_forked(op);                                                  \
-        int32_t fast_entry;                                                            \
-        uint32_t fast_result;                                                          \
-        int fast_st = capi_fast_short(HANDLE_BITS(ep), how, buffer, memh, length, remote, \
-                                      remote_memh, &fast_entry, &fast_result);         \
+        int32_t fast_entry = -1;                                                       \
+        uint32_t fast_result = 0;                                                      \
+        int fast_st = (fast_ok) ? capi_fast(HANDLE_BITS(ep), how, buffer, memh, length, \
+                                            remote, remote_memh, comp, &fast_entry,    \
+                                            &fast_result)                              \
+                                : CD_FAST_DECLINED;                                    \
         if (fast_st == CD_FAST_DONE)                                                   \
-            return CUCOPY_OK;                                                          \
+            return (done);                                                             \
         GUARD(op);                                                                     \
         if (fast_st != CD_FAST_DECLINED)                                               \
-            return (cucopy_status_t)cucopyGoEpShortReport(HANDLE_BITS(ep), how, fast_st,  \
-                                                          fast_entry, fast_result);    \
+            return (cucopy_status_t)cucopyGoFastReport(how, fast_st, fast_entry,       \
+                                                       fast_result);                   \
     } while (0)
+
+/* The short copies' and the one-entry zcopies' FAST_TRY. */
+#define SHORT_FAST(op, how, buffer, memh, length, remote, remote_memh)                   \
+    FAST_TRY(op, how, 1, buffer, memh, length, remote, remote_memh, 0, CUCOPY_OK)
+#define ZCOPY_FAST(op, how, memh, remote, remote_memh, comp)                           \
+    FAST_TRY(op, (how) | CAPI_FAST_ZCOPY, iovcnt == 1 && iov != NULL,                  \
+             (uintptr_t)iov[0].buffer, memh, iov[0].length, remote, remote_memh,       \
+             (uintptr_t)(comp), CUCOPY_INPROGRESS)
 
 /* A handle as Go's tables know it: the opaque pointer's bits are the table
  * handle (generation << 32 | index + 1) itself. */
@@ -329,7 +340,7 @@ cucopy_status_t cucopy_ep_put_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t
                                          size_t iovcnt, uint64_t remote_addr,
                                          cucopy_memh_h remote_memh, cucopy_completion_t *comp)
 {
-    GUARD("ep_put_zcopy_memh");
+    ZCOPY_FAST("ep_put_zcopy_memh", 3, HANDLE_BITS(iov[0].memh), remote_addr, HANDLE_BITS(remote_memh), comp);
     return (cucopy_status_t)cucopyGoEpZcopyMemh(HANDLE_BITS(ep), 1, (cucopy_iov_memh_t *)iov,
                                                 iovcnt, remote_addr, HANDLE_BITS(remote_memh),
                                                 (uintptr_t)comp);
@@ -339,7 +350,7 @@ cucopy_status_t cucopy_ep_get_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t
                                          size_t iovcnt, uint64_t remote_addr,
                                          cucopy_memh_h remote_memh, cucopy_completion_t *comp)
 {
-    GUARD("ep_get_zcopy_memh");
+    ZCOPY_FAST("ep_get_zcopy_memh", 2, HANDLE_BITS(iov[0].memh), remote_addr, HANDLE_BITS(remote_memh), comp);
     return (cucopy_status_t)cucopyGoEpZcopyMemh(HANDLE_BITS(ep), 0, (cucopy_iov_memh_t *)iov,
                                                 iovcnt, remote_addr, HANDLE_BITS(remote_memh),
                                                 (uintptr_t)comp);
@@ -364,7 +375,7 @@ cucopy_status_t cucopy_ep_copy_2d(cucopy_ep_h ep, const cucopy_copy_2d_t *copies
 cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
-    GUARD("ep_put_zcopy");
+    ZCOPY_FAST("ep_put_zcopy", 1, 0, remote_addr, 0, comp);
     return (cucopy_status_t)cucopyGoEpZcopy(HANDLE_BITS(ep), 1, (cucopy_iov_t *)iov, iovcnt,
                                             remote_addr, (uintptr_t)comp);
 }
@@ -372,7 +383,7 @@ cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, siz
 cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
-    GUARD("ep_get_zcopy");
+    ZCOPY_FAST("ep_get_zcopy", 0, 0, remote_addr, 0, comp);
     return (cucopy_status_t)cucopyGoEpZcopy(HANDLE_BITS(ep), 0, (cucopy_iov_t *)iov, iovcnt,
                                             remote_addr, (uintptr_t)comp);
 }

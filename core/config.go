@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cucopy/cucopy/cudadrv"
 )
 
 // Config is the process configuration read from CUCOPY_* environment
@@ -58,7 +60,7 @@ const (
 	DefaultMaxPoll    = 16
 	DefaultMaxEvents  = 4096
 	DefaultLanes      = 16
-	MaxLanes          = 16
+	MaxLanes          = cudadrv.FastLanes // the C steady state counts its calls per lane
 	MaxIOV            = 64
 	// Measured on an H200 through cucopy_ep_copy_2d (tests/gpu/copy2d.sh,
 	// docs/gpu-validation.md run A of the fourth session), 512 KiB of rows

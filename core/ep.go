@@ -376,7 +376,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 	for {
 		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
-			i.warnRestore(api, req.Err)
+			warnRestore(api, i.drv.Error(req.Err))
 		}
 		switch st {
 		case cudadrv.CopyDone:
@@ -441,21 +441,20 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 }
 
 // warnRestore logs a copy that was issued, but whose leaving of its
-// context failed (cuCtxPopCurrent, e).
-func (i *Iface) warnRestore(api string, e cudadrv.CallError) {
-	logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, i.drv.Error(e))
+// context failed (cuCtxPopCurrent: err).
+func warnRestore(api string, err error) {
+	logf(LogWarn, "%s: the copy was issued, but restoring the calling thread's CUDA context failed: %v", api, err)
 }
 
-// ShortReported reports a short copy that capi's C steady state ran
-// (cudadrv/cd_fast.c): failed, the driver failed it with e (the error
-// Short would return); else it was done, but leaving its context failed
-// with e (logged, as Short does).
-func (e *Ep) ShortReported(put, memh, failed bool, ce cudadrv.CallError) error {
-	api := OpName(put, true, memh)
+// FastOutcome reports a copy that capi's C steady state ran as api
+// (cudadrv/cd_fast.c) on the native driver: failed, the driver failed it
+// with ce (the error the Go path returns); else it was issued, but leaving
+// its context failed with ce (logged, as the Go path does).
+func FastOutcome(api string, failed bool, ce cudadrv.CallError) error {
 	if failed {
-		return driverError(api, "", e.iface.drv.Error(ce))
+		return driverError(api, "", cudadrv.NativeError(ce))
 	}
-	e.iface.warnRestore(api, ce)
+	warnRestore(api, cudadrv.NativeError(ce))
 	return nil
 }
 
@@ -469,8 +468,8 @@ func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool, run [
 		defer i.slots[s].DoneUser() // after the unlock: a hidden slot waits for it
 	}
 	defer i.unlockSlot(s)
-	r := &i.res[s]
-	q := &r.queues[req.Kind]
+	i.drainInbox(s) // the C steady state's pieces on s come first
+	q := &i.res[s].queues[req.Kind]
 	q.push(req.Event, op, req.Detached != 0)
 	req.ReuseSeq = q.issued
 	i.slots[s].Issued[req.Kind] = q.issued // joins need the newest entry (cudadrv.CopyReuse)
@@ -479,9 +478,8 @@ func (i *Iface) queuePiece(req *cudadrv.CopyOp, op *operation, first bool, run [
 	if i.slots[s].Event == req.Event {
 		i.slots[s].Event = 0
 	}
-	if n := len(r.free); n > 0 && i.slots[s].Event == 0 {
-		i.slots[s].Event = r.free[n-1]
-		r.free = r.free[:n-1]
+	if i.slots[s].Event == 0 {
+		i.slots[s].Event = i.slots[s].PopFree()
 	}
 	i.countCopy(req, first, run)
 }
@@ -496,7 +494,7 @@ func (i *Iface) giveBackDetached(req *cudadrv.CopyOp) {
 	if i.slots[s].Event == 0 {
 		i.slots[s].Event = req.Event
 	} else {
-		i.res[s].free = append(i.res[s].free, req.Event)
+		i.slots[s].PushFree(req.Event)
 	}
 }
 

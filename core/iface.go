@@ -72,8 +72,8 @@ type Iface struct {
 	// slots is what the copy hot path reads, by slot index; res is the rest
 	// of each context's state, same index. Both have a fixed capacity and
 	// never move: a copy reads slots[:nslots] while another thread adds one.
-	// slots, nslots and primary are the C memory of fast (the C steady
-	// state's view of the iface, cudadrv/fast.go).
+	// fast is the C steady state's view of the iface (cudadrv/fast.go),
+	// nil without it; with it, slots, nslots and primary are its C memory.
 	fast    *cudadrv.FastIface
 	slots   []cudadrv.Slot
 	res     []ctxResources
@@ -94,6 +94,10 @@ type Iface struct {
 	nfence       atomic.Int32  // len(fenceTargets), read without mu
 
 	single issueBuf // single-thread: the copy being issued, so no allocation per copy
+	// booked holds the free list of the operations drainInbox books for
+	// the pieces the C steady state queued (it is no endpoint of the
+	// program's).
+	booked Ep
 	// runs: zcopy pieces go to the driver layer with the operation's next
 	// ones, which may join their run (CUCOPY_IOV_BATCH not off); runFlags
 	// are the flags that choose how a run is issued.
@@ -155,13 +159,22 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	i.stage.init(c.cfg.Stage)
 	i.packBelow = c.cfg.PackBelow
-	i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.stage.min, i.packBelow, c.serial)
-	i.slots, i.primary, i.nslots = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots
-	runtime.AddCleanup(i, func(f *cudadrv.FastIface) { f.FreeTables() }, i.fast)
-	if i.steady() {
+	if cudadrv.Native(c.drv) && !c.cfg.GoOnly {
+		// The C steady state reads the tables: C memory. Freed when the
+		// iface is collected (a C ABI call may come after its close;
+		// the record's open word turns it away).
+		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.stage.min, i.packBelow, c.serial)
+		i.slots, i.primary, i.nslots = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots
+		runtime.AddCleanup(i, (*cudadrv.FastIface).FreeTables, i.fast)
 		i.fast.Open()
+	} else {
+		// Go memory, which the race detector sees (core's tests run on
+		// Go fakes); only the slots' event stacks are C memory.
+		i.slots, i.primary, i.nslots = make([]cudadrv.Slot, MaxSlots), make([]cudadrv.Context, c.devices), new(atomic.Int32)
+		runtime.AddCleanup(i, cudadrv.FreeSlotBuffers, i.slots)
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
+	i.booked.iface, i.booked.mu.multi = i, i.multi
 	i.runs = c.cfg.IOVBatch != IOVBatchOff
 	if c.cfg.IOVBatch == IOVBatchLoop {
 		i.runFlags = cudadrv.CopyRunLoop
@@ -176,12 +189,9 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 // ifaceSerials numbers the ifaces of the process, from 1.
 var ifaceSerials atomic.Uint64
 
-// steady says whether the iface's calls may run in the C steady state: on
-// a native driver (it calls cd_copy itself), unless CUCOPY_C_STEADY=off.
-func (i *Iface) steady() bool { return cudadrv.Native(i.drv) && !i.ctx.cfg.GoOnly }
-
 // Fast is the iface's record for the C steady state (cudadrv.FastIface),
-// C memory that capi's C side reads: an endpoint's copies run there.
+// C memory that capi's C side reads: an endpoint's copies run there. nil
+// without it: a driver written in Go, or CUCOPY_C_STEADY=off.
 func (i *Iface) Fast() *cudadrv.FastIface { return i.fast }
 
 // Serial is the iface's number, unique in the process and never 0: what
@@ -242,7 +252,9 @@ func (i *Iface) Close() error {
 	}
 	// No copy runs in the C steady state from here on; if close fails,
 	// they may again.
-	i.fast.Shut()
+	if i.fast != nil {
+		i.fast.Shut()
+	}
 	var errs []error
 	for s := range int(i.nslots.Load()) {
 		errs = append(errs, i.releaseSlot(s)...)
@@ -264,7 +276,7 @@ func (i *Iface) Close() error {
 	if len(errs) > 0 {
 		// What could not be released is still held: the iface stays open
 		// and close can be called again.
-		if i.steady() {
+		if i.fast != nil {
 			i.fast.Open()
 		}
 		return &Error{Status: ErrCUDA, Op: api, Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}

@@ -88,6 +88,7 @@ func (i *Iface) armSlot(api string, s, fd int) (Status, error) {
 	r := &i.res[s]
 	for k := range r.queues {
 		i.lockSlot(s)
+		i.drainInbox(s)
 		head := r.queues[k].headEvent()
 		i.unlockSlot(s)
 		if head == 0 {

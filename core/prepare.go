@@ -82,12 +82,10 @@ func (i *Iface) addStream(api string, s, kind int) error {
 // while the pool is below max_events, else ErrNoResource (back-pressure:
 // progress frees events).
 func (i *Iface) addEvent(api string, s int) error {
-	r := &i.res[s]
 	slot := &i.slots[s]
 	i.lockSlot(s)
-	if slot.Event == 0 && len(r.free) > 0 {
-		slot.Event = r.free[len(r.free)-1]
-		r.free = r.free[:len(r.free)-1]
+	if slot.Event == 0 {
+		slot.Event = slot.PopFree()
 	}
 	has := slot.Event != 0
 	i.unlockSlot(s)
@@ -115,10 +113,11 @@ func (i *Iface) createEvent(api string, s int) error {
 	}
 	i.lockSlot(s)
 	r.events++
+	slot.ReserveFree(r.events)
 	if slot.Event == 0 {
 		slot.Event = ev
 	} else {
-		r.free = append(r.free, ev)
+		slot.PushFree(ev)
 	}
 	i.unlockSlot(s)
 	i.noteEvents(s)

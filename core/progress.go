@@ -151,6 +151,7 @@ func (i *Iface) collect(s int) bool {
 	if r.dead {
 		return false
 	}
+	i.drainInbox(s)
 	sq := &i.pq[s]
 	n := 0
 	for k := range r.queues {
@@ -249,7 +250,7 @@ func (i *Iface) releaseEvent(s int, ev cudadrv.Event) {
 		i.slots[s].Event = ev
 		return
 	}
-	i.res[s].free = append(i.res[s].free, ev)
+	i.slots[s].PushFree(ev)
 }
 
 // ReadyComp is a completion to run and the status it gets; capi hands a

@@ -102,6 +102,22 @@ func (q *eventQueue) pop() (cudadrv.Event, *operation) {
 	return ev, op
 }
 
+// drainInbox books the pieces the C steady state queued on slot s
+// (cudadrv/cd_fast.c: a zcopy of one piece, its operation not yet made)
+// into their queues, oldest first, each as an operation of its own. It
+// runs before anything reads or pushes s's queues, so that they hold
+// every piece issued on s in issue order; the C side advanced
+// Slot.Issued as these pushes advance the queues' counters. Under the
+// slot's lock.
+func (i *Iface) drainInbox(s int) {
+	q := &i.res[s].queues
+	i.slots[s].Drain(func(b *cudadrv.Booking) {
+		op := i.newOperation(&i.booked, b.Comp)
+		op.pending.Store(1) // issued: one piece in flight
+		q[b.Kind].push(b.Event, op, b.Detached != 0)
+	})
+}
+
 // queueTarget names a point in one queue: queue kind of slot slot has
 // popped its pieces up to sequence number seq (flush and fence wait for
 // such points).
@@ -118,6 +134,7 @@ func (i *Iface) eachBusyQueue(f func(t queueTarget) bool) {
 		for k := range r.queues {
 			q := &r.queues[k]
 			i.lockSlot(s)
+			i.drainInbox(s)
 			count, seq := q.count, q.issued
 			i.unlockSlot(s)
 			if count > 0 && !f(queueTarget{slot: s, kind: k, seq: seq}) {

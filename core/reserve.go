@@ -101,7 +101,7 @@ func (i *Iface) makeSureOfEvents(api string, need slotNeed) error {
 	}
 	for {
 		i.lockSlot(s)
-		have := len(r.free)
+		have := len(i.slots[s].FreeEvents())
 		if i.slots[s].Event != 0 {
 			have++
 		}

@@ -56,7 +56,6 @@ type ctxResources struct {
 	ownsPrimary bool // we hold a retain on ctx, the device's primary context
 	dead        bool // a tombstone: the context was released or ended
 	events      int  // events created (in queues, free, or in the slot)
-	free        []cudadrv.Event
 	queues      [cudadrv.NumAsyncKinds]eventQueue
 	serial      uint64               // this life's number in the iface (stats.go); under mu
 	lane        int32
@@ -127,6 +126,9 @@ func (i *Iface) addSlot(api string, ctx cudadrv.Context, id uint64, lane int32) 
 	r.ctx, r.id, r.device, r.ownsPrimary, r.dead = ctx, id, dev, owns, false
 	slot := &i.slots[s]
 	slot.Device, slot.Canary, slot.CanaryID = int32(dev), canary, canaryID
+	if i.fast != nil {
+		slot.MakeInbox() // the C steady state books its pieces there (queue.go, drainInbox)
+	}
 	slot.SetIdentity(id, ctx, lane)
 	i.unlockSlot(s)
 	if s == int(i.nslots.Load()) {
@@ -173,6 +175,7 @@ func (i *Iface) reclaimIdleSlot() int {
 func (i *Iface) busy(s int) bool {
 	i.lockSlot(s)
 	defer i.unlockSlot(s)
+	i.drainInbox(s)
 	for k := range i.res[s].queues {
 		if i.res[s].queues[k].count > 0 {
 			return true
@@ -329,17 +332,18 @@ func (i *Iface) destroyResources(s int) []error {
 		return true
 	}
 	if slot.Event != 0 {
-		r.free = append(r.free, slot.Event)
+		slot.PushFree(slot.Event)
 		slot.Event = 0
 	}
-	kept := r.free[:0]
-	for _, ev := range r.free {
+	free, kept := slot.FreeEvents(), 0
+	for _, ev := range free {
 		if failed("destroying an event", i.drv.EventDestroy(r.ctx, ev)) {
-			kept = append(kept, ev)
+			free[kept] = ev
+			kept++
 		}
 	}
-	r.free = kept
-	r.events = len(kept) // the queues are empty: the kept ones are all it still has
+	slot.KeepFree(kept)
+	r.events = kept // the queues are empty: the kept ones are all it still has
 	for k, stream := range slot.Stream {
 		if stream != 0 && !failed("destroying a stream", i.drv.StreamDestroy(r.ctx, stream)) {
 			slot.Stream[k] = 0
@@ -402,6 +406,7 @@ func (i *Iface) hideSlot(s int) {
 	slot := &i.slots[s]
 	i.lockSlot(s)
 	slot.SetIdentity(0, 0, 0)
+	i.drainInbox(s) // hidden: the C steady state queues no more there
 	for k := range r.queues {
 		slot.Queried[k] = r.queues[k].issued
 	}
@@ -419,12 +424,15 @@ func (i *Iface) endQueued(s int, st Status, keepEvents bool) int {
 	r := &i.res[s]
 	pieces := 0
 	i.lockSlot(s) // flushes read the queues' counters under it
+	// A detached piece the C steady state issued books itself after
+	// hideSlot's drain, before it stops being a user (WaitUsers).
+	i.drainInbox(s)
 	for k := range r.queues {
 		q := &r.queues[k]
 		for q.count > 0 {
 			ev, op := q.pop()
 			if keepEvents {
-				r.free = append(r.free, ev)
+				i.slots[s].PushFree(ev)
 			}
 			if op.pieceDone(st) {
 				i.complete(op)
@@ -450,7 +458,8 @@ func (i *Iface) retireSlot(s int, how IncarnationState) {
 	slot.Canary, slot.CanaryID, slot.Device, slot.Fence = 0, 0, 0, 0
 	slot.Scratch, slot.ScratchSize, slot.ScratchOff = [2]uint64{}, [2]uint64{}, 0 // a dropped context took its memory
 	r.ctx, r.id, r.ownsPrimary, r.dead = 0, 0, false, true
-	r.events, r.free = 0, nil
+	r.events = 0
+	slot.KeepFree(0)
 	for k := range r.queues {
 		r.queues[k] = r.queues[k].emptied()
 	}

@@ -4,7 +4,6 @@
  * copy protocol says (cudadrv/copy.go): classify both buffers, choose the
  * context and slot, and issue, or say what is missing.
  */
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -126,35 +125,6 @@ static int cd_find_slot(const cd_slot *slots, int32_t nslots, uint64_t id, uintp
 static uintptr_t cd_primary(const uintptr_t *primary, int32_t d)
 {
     return __atomic_load_n(&primary[d], __ATOMIC_ACQUIRE);
-}
-
-static inline void cd_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* The slot lock word, shared with Go (sync/atomic on the same int32). Its
- * holders keep it for a driver enqueue or a few queue updates: spin a while,
- * then give the CPU away (the holder may be descheduled). */
-static void cd_slot_lock(cd_slot *slot)
-{
-    unsigned spins = 0;
-    while (__atomic_exchange_n(&slot->lock, 1, __ATOMIC_ACQUIRE) != 0)
-        while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0) {
-            if (++spins < 128) /* a few microseconds: about one driver enqueue */
-                cd_cpu_relax();
-            else
-                sched_yield();
-        }
-}
-
-static void cd_slot_unlock(cd_slot *slot)
-{
-    __atomic_store_n(&slot->lock, 0, __ATOMIC_RELEASE);
 }
 
 static int cd_peer_tried(const cd_slot *s, uintptr_t peer)
@@ -458,6 +428,11 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
         op->taken = run->n; /* where the piece and its run would go; nothing issued */
         return CD_COPY_PLANNED;
     }
+    /* The C steady state books what it queues in the slot's inbox
+     * (cd_fast.c): without room there, it leaves the copy to Go. */
+    if ((op->flags & CD_COPY_BOOK_C) &&
+        (slot->inbox == NULL || slot->inbox->count == CD_INBOX_CAP))
+        return CD_COPY_NEED_BOOKING;
     /* A zcopy whose enqueue may block detaches (copy.go, step 8): it never
      * joins (progress may query that entry meanwhile) and takes the event. */
     int detach = *locked && !sync && run->blocking;

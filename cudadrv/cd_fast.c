@@ -8,8 +8,28 @@
  * export, which then does the whole call and reports its errors.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cd_internal.h"
+
+int cd_slot_grow_free(cd_slot *slot, int32_t n)
+{
+    if (n <= slot->free_cap)
+        return 0;
+    uintptr_t *p = realloc(slot->free_ev, (size_t)n * sizeof(uintptr_t));
+    if (p == NULL)
+        return -1;
+    slot->free_ev = p;
+    slot->free_cap = n;
+    return 0;
+}
+
+int cd_slot_make_inbox(cd_slot *slot)
+{
+    if (slot->inbox == NULL)
+        slot->inbox = calloc(1, sizeof(cd_inbox));
+    return slot->inbox != NULL ? 0 : -1;
+}
 
 cd_fast_iface *cd_fast_iface_new(int32_t cap, int32_t ndevices)
 {
@@ -28,30 +48,43 @@ cd_fast_iface *cd_fast_iface_new(int32_t cap, int32_t ndevices)
     return f;
 }
 
+void cd_slots_free_buffers(cd_slot *slots, int32_t n)
+{
+    for (int32_t k = 0; slots != NULL && k < n; k++) {
+        free(slots[k].free_ev);
+        free(slots[k].inbox);
+        slots[k].free_ev = NULL;
+        slots[k].inbox = NULL;
+    }
+}
+
 void cd_fast_iface_free_tables(cd_fast_iface *f)
 {
+    cd_slots_free_buffers(f->slots, f->cap);
     free(f->slots);
     free(f->primary);
     f->slots = NULL;
     f->primary = NULL;
 }
 
-/* Enter f as a user: 0 when it is not open (closing, closed, or never
- * opened to the C steady state). Close clears open, then waits for the
- * users to leave (cudadrv.FastIface.Shut): a user counted before it looks
- * at open is seen by that wait, or sees open cleared. */
-static int cd_fast_enter(cd_fast_iface *f)
+/* Enter f as a user in lane: 0 when it is not open (closing, closed, or
+ * never opened to the C steady state). Close clears open, then waits for
+ * the users to leave (cudadrv.FastIface.Shut): a user counted before it
+ * looks at open is seen by that wait, or sees open cleared. */
+static int cd_fast_enter(cd_fast_iface *f, int32_t lane)
 {
-    __atomic_add_fetch(&f->users, 1, __ATOMIC_SEQ_CST);
+    if (f == NULL || (uint32_t)lane >= CD_FAST_LANES)
+        return 0;
+    __atomic_add_fetch(&f->users[lane].n, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&f->open, __ATOMIC_SEQ_CST))
         return 1;
-    __atomic_sub_fetch(&f->users, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&f->users[lane].n, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
-static void cd_fast_leave(cd_fast_iface *f)
+static void cd_fast_leave(cd_fast_iface *f, int32_t lane)
 {
-    __atomic_sub_fetch(&f->users, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&f->users[lane].n, 1, __ATOMIC_RELEASE);
 }
 
 /* core's countCopy for one piece that is its operation's first. */
@@ -63,35 +96,47 @@ static void cd_count_first(cd_slot *slot, int32_t dir, uint64_t bytes)
     __atomic_add_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
 }
 
-int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
-                  const cd_mdesc *dst_d, const cd_mdesc *src_d, cd_err *err)
+/* The request core's issuing path builds for one piece (core/ep.go:
+ * issuePiece), with flags, and the handle descriptions it points at. */
+static void cd_fast_request(const cd_fast_iface *f, int32_t lane, uint32_t flags, uint64_t dst,
+                            uint64_t src, uint64_t len, const cd_mdesc *dst_d,
+                            const cd_mdesc *src_d, cd_copy_op *op, cd_mdesc mems[2])
 {
-    /* Go's answers: a length of 0 is done, a NULL or overflowing side an error. */
-    if (len == 0 || dst == 0 || src == 0 || dst > UINT64_MAX - len || src > UINT64_MAX - len)
-        return CD_FAST_DECLINED;
-    if (!cd_fast_enter(f))
-        return CD_FAST_DECLINED;
-    /* core.Ep.short's request: a synchronous piece, the slot's lock on a
-     * multi-thread iface, the iface's staging and packing limits. */
-    cd_mdesc mems[2];
     int32_t nmems = 0;
-    cd_copy_op op = {0};
-    op.dst = dst;
-    op.src = src;
-    op.len = len;
-    op.flags = CD_COPY_SYNC | (f->multi ? CD_COPY_LOCK : 0);
-    op.lane = lane;
-    op.ndevices = f->ndevices;
-    op.stage_min = f->stage_min;
-    op.pack_below = f->pack_below;
+    memset(op, 0, sizeof(*op));
+    op->dst = dst;
+    op->src = src;
+    op->len = len;
+    op->flags = flags | (f->multi ? CD_COPY_LOCK : 0);
+    op->lane = lane;
+    op->ndevices = f->ndevices;
+    op->stage_min = f->stage_min;
+    op->pack_below = f->pack_below;
     if (dst_d != NULL) {
         mems[nmems++] = *dst_d;
-        op.dst_mem = nmems;
+        op->dst_mem = nmems;
     }
     if (src_d != NULL) {
         mems[nmems++] = *src_d;
-        op.src_mem = nmems;
+        op->src_mem = nmems;
     }
+}
+
+/* Go's answers: a length of 0 is done, a NULL or overflowing side an error. */
+static int cd_fast_args(uint64_t dst, uint64_t src, uint64_t len)
+{
+    return len != 0 && dst != 0 && src != 0 && dst <= UINT64_MAX - len && src <= UINT64_MAX - len;
+}
+
+int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
+                  const cd_mdesc *dst_d, const cd_mdesc *src_d, cd_err *err)
+{
+    if (!cd_fast_args(dst, src, len) || !cd_fast_enter(f, lane))
+        return CD_FAST_DECLINED;
+    /* core.Ep.short's request: a synchronous piece. */
+    cd_copy_op op;
+    cd_mdesc mems[2];
+    cd_fast_request(f, lane, CD_COPY_SYNC, dst, src, len, dst_d, src_d, &op, mems);
     int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
     int st = cd_copy(f->slots, nslots, f->primary, &op, NULL, 0, mems);
     int rc = CD_FAST_DECLINED;
@@ -102,6 +147,74 @@ int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, ui
         rc = CD_FAST_FAILED;
     }
     *err = op.err;
-    cd_fast_leave(f);
+    cd_fast_leave(f, lane);
+    return rc;
+}
+
+/* core's queuePiece for a piece cd_copy queued on slot (under its lock on
+ * a multi-thread iface): booked in the inbox instead of core's queue, the
+ * queue's newest entry advanced as a push would (joins need it), the
+ * slot's free event refilled. */
+static void cd_book(cd_slot *slot, const cd_copy_op *op, uintptr_t comp)
+{
+    cd_inbox *in = slot->inbox; /* room checked by cd_copy (CD_COPY_BOOK_C) */
+    cd_booking *b = &in->b[(in->head + in->count) % CD_INBOX_CAP];
+    b->event = op->event;
+    b->comp = comp;
+    b->kind = op->kind;
+    b->detached = op->detached;
+    in->count++;
+    slot->issued[op->kind]++;
+    /* A detached piece took the event while it copied without the lock,
+     * and another copy may have had the slot refilled since. */
+    if (slot->event == op->event)
+        slot->event = 0;
+    if (slot->event == 0 && slot->nfree > 0)
+        slot->event = slot->free_ev[--slot->nfree];
+}
+
+/* core's giveBackDetached: the event of a detached piece that failed goes
+ * back to its slot, then the piece stops being a user of it. */
+static void cd_give_back(cd_fast_iface *f, cd_slot *slot, uintptr_t event)
+{
+    if (f->multi)
+        cd_slot_lock(slot);
+    if (slot->event == 0)
+        slot->event = event;
+    else
+        slot->free_ev[slot->nfree++] = event; /* free_cap covers every event the slot made */
+    if (f->multi)
+        cd_slot_unlock(slot);
+    __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+}
+
+int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
+                  const cd_mdesc *dst_d, const cd_mdesc *src_d, uintptr_t comp, cd_err *err)
+{
+    if (!cd_fast_args(dst, src, len) || !cd_fast_enter(f, lane))
+        return CD_FAST_DECLINED;
+    /* core.Ep.zcopy's request for an operation of one piece. */
+    cd_copy_op op;
+    cd_mdesc mems[2];
+    cd_fast_request(f, lane, CD_COPY_BOOK_C, dst, src, len, dst_d, src_d, &op, mems);
+    int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
+    int st = cd_copy(f->slots, nslots, f->primary, &op, NULL, 0, mems);
+    int rc = CD_FAST_DECLINED;
+    if (st == CD_COPY_QUEUED) {
+        cd_slot *slot = &f->slots[op.slot];
+        cd_book(slot, &op, comp);
+        cd_count_first(slot, op.dir, len);
+        if (f->multi)
+            cd_slot_unlock(slot);
+        if (op.detached) /* after the unlock: a hidden slot waits for it */
+            __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
+        rc = op.err.entry < 0 ? CD_FAST_DONE : CD_FAST_DONE_WARN;
+    } else if (st == CD_COPY_DRIVER_ERROR) {
+        if (op.detached)
+            cd_give_back(f, &f->slots[op.slot], op.event);
+        rc = CD_FAST_FAILED;
+    }
+    *err = op.err;
+    cd_fast_leave(f, lane);
     return rc;
 }

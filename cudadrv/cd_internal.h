@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What cudadrv's C files share and Go does not see: recording a failed call,
- * entering and leaving a context, and a context's generation on drivers
- * without cuCtxGetId. cd_enter and cd_leave are static inline so that the
+ * entering and leaving a context, a context's generation on drivers
+ * without cuCtxGetId, and the slot's lock word. cd_enter and cd_leave are static inline so that the
  * copy hot path (cd_copy.c) keeps them inlined.
  */
 #ifndef CUCOPY_CD_INTERNAL_H
 #define CUCOPY_CD_INTERNAL_H
+
+#include <sched.h>
 
 #include "cd_shim.h"
 
@@ -91,6 +93,35 @@ static inline int cd_canary_gone(uintptr_t ctx, uint64_t canary, uint64_t canary
     if (r != CD_SUCCESS) /* no answer: gone only if the driver itself is */
         return r == CD_ERROR_DEINITIALIZED;
     return (uintptr_t)owner != ctx || id != canary_id;
+}
+
+static inline void cd_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The slot lock word, shared with Go (sync/atomic on the same int32). Its
+ * holders keep it for a driver enqueue or a few queue updates: spin a while,
+ * then give the CPU away (the holder may be descheduled). */
+static inline void cd_slot_lock(cd_slot *slot)
+{
+    unsigned spins = 0;
+    while (__atomic_exchange_n(&slot->lock, 1, __ATOMIC_ACQUIRE) != 0)
+        while (__atomic_load_n(&slot->lock, __ATOMIC_RELAXED) != 0) {
+            if (++spins < 128) /* a few microseconds: about one driver enqueue */
+                cd_cpu_relax();
+            else
+                sched_yield();
+        }
+}
+
+static inline void cd_slot_unlock(cd_slot *slot)
+{
+    __atomic_store_n(&slot->lock, 0, __ATOMIC_RELEASE);
 }
 
 #endif

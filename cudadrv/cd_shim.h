@@ -100,7 +100,42 @@ typedef struct cd_slot {
     uint32_t scratch_off; /* bit k: kind k has no scratch (allocation failed): plain 2-D */
     uint32_t pad;
     cd_counts counts[CD_NUM_ASYNC_KINDS]; /* statistics per direction (cudadrv.Counts) */
+    /* The slot's free events besides `event`: a stack of nfree in free_ev
+     * (C memory of free_cap entries, at least the events the slot created:
+     * cudadrv.Slot.PushFree grows it). */
+    uintptr_t *free_ev;
+    int32_t nfree;
+    int32_t free_cap;
+    struct cd_inbox *inbox; /* pieces the C steady state queued, for core to book; NULL until made */
 } cd_slot;
+
+/* A zcopy piece the C steady state queued on a slot (cd_fast_zcopy): its
+ * event, completion and queue; core books it as an operation of one piece
+ * (cudadrv.Booking, core's drainInbox) before it reads or pushes the
+ * slot's queues. */
+typedef struct cd_booking {
+    uintptr_t event;
+    uintptr_t comp;
+    int32_t kind;
+    int32_t detached; /* issued without the slot's lock (copy.go, step 8) */
+} cd_booking;
+
+/* The bookings of one slot, oldest first, written and read under the
+ * slot's lock (multi-thread ifaces); full, the C steady state leaves the
+ * copy to Go (CD_COPY_NEED_BOOKING). */
+#define CD_INBOX_CAP 128
+typedef struct cd_inbox {
+    int32_t head;
+    int32_t count;
+    cd_booking b[CD_INBOX_CAP];
+} cd_inbox;
+
+/* Grow slot's free_ev to hold n events (0, or -1 out of memory); cold. */
+int cd_slot_grow_free(cd_slot *slot, int32_t n);
+/* Make slot's inbox (0, or -1 out of memory); cold. */
+int cd_slot_make_inbox(cd_slot *slot);
+/* Free the free stacks and inboxes of slots[0..n). */
+void cd_slots_free_buffers(cd_slot *slots, int32_t n);
 
 /* The copy protocol: its flags, results and request are explained once,
  * in cudadrv/copy.go (CopySync, ..., CopyDone, ..., CopyOp). */
@@ -112,7 +147,8 @@ enum {
     CD_COPY_LOCK = 1u << 4,
     CD_COPY_RUN_LOOP = 1u << 5,
     CD_COPY_PLAN = 1u << 6,
-    CD_COPY_NO_PACK = 1u << 7
+    CD_COPY_NO_PACK = 1u << 7,
+    CD_COPY_BOOK_C = 1u << 8
 };
 
 /* The most pieces one run issues (core.MaxIOV). */
@@ -135,7 +171,8 @@ enum {
     CD_COPY_PLANNED = 13,
     CD_COPY_STALE_MEMH = 14,
     CD_COPY_NEED_STAGE = 15,
-    CD_COPY_NEED_SCRATCH = 16
+    CD_COPY_NEED_SCRATCH = 16,
+    CD_COPY_NEED_BOOKING = 17
 };
 
 /* A range classified once, by a memory handle (cudadrv.MemDesc): what
@@ -211,6 +248,7 @@ int cd_describe(uint64_t ptr, cd_mdesc *d, cd_err *err);
  * reads to run without entering Go. core owns it: it fills it when the iface
  * opens and keeps nslots; the slot and primary tables are C memory, so that
  * C code may read them outside a call from Go. */
+#define CD_FAST_LANES 16 /* core.MaxLanes */
 typedef struct cd_fast_iface {
     cd_slot *slots;     /* the iface's slot table (cap entries) */
     uintptr_t *primary; /* per device: the retained primary context, or 0 */
@@ -219,10 +257,17 @@ typedef struct cd_fast_iface {
     int32_t ndevices;
     int32_t multi;      /* a multi-thread iface: copies take the slots' locks */
     int32_t open;       /* atomic: 1 while the C steady state may run (core's Iface.Close clears it) */
-    int32_t users;      /* atomic: C ABI calls inside the C steady state now */
+    int32_t pad;
     uint64_t stage_min; /* cd_copy_op.stage_min */
     uint64_t pack_below;
     uint64_t ctx_serial; /* the cucopy context's (core.Context.Serial): a memory handle must be of it */
+    /* Per lane (an endpoint's), the C ABI calls inside the C steady state
+     * now: atomics, each on a cache line of its own, so that threads on
+     * their own lanes share none. */
+    struct {
+        int32_t n;
+        char pad[60];
+    } users[CD_FAST_LANES];
 } cd_fast_iface;
 
 /* A zeroed cd_fast_iface with its tables, NULL when out of memory; the
@@ -241,6 +286,12 @@ void cd_fast_iface_free_tables(cd_fast_iface *f);
 enum { CD_FAST_DONE = 0, CD_FAST_DECLINED = 1, CD_FAST_FAILED = 2, CD_FAST_DONE_WARN = 3 };
 int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
                   const cd_mdesc *dst_d, const cd_mdesc *src_d, cd_err *err);
+
+/* A zcopy of one piece in the C steady state, with completion comp: DONE
+ * means queued and booked in the slot's inbox (the call returns
+ * CUCOPY_INPROGRESS), the others as cd_fast_short's. */
+int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
+                  const cd_mdesc *dst_d, const cd_mdesc *src_d, uintptr_t comp, cd_err *err);
 
 /* Progress and event fd (cd_progress.c). */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):

@@ -95,7 +95,11 @@ func (d *driver) Capabilities() []Capability {
 	return caps
 }
 
-func (d *driver) Error(e CallError) error {
+func (d *driver) Error(e CallError) error { return NativeError(e) }
+
+// NativeError is the native driver's Error, for a CallError the C side
+// reported outside a call of the driver's methods (the C steady state).
+func NativeError(e CallError) error {
 	if e.Result == 0 {
 		return nil
 	}

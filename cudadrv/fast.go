@@ -30,11 +30,18 @@ type FastIface struct {
 	ndevices  int32
 	multi     int32
 	open      atomic.Int32
-	users     atomic.Int32
+	_         int32
 	stageMin  uint64
 	packBelow uint64
 	ctxSerial uint64
+	users     [FastLanes]struct {
+		n atomic.Int32
+		_ [60]byte
+	}
 }
+
+// FastLanes is how many lanes the C steady state counts its calls in.
+const FastLanes = C.CD_FAST_LANES
 
 // NewFastIface makes an iface's record with a slot table of capacity slots
 // and a primary table of ndevices entries, all zero and closed to the C
@@ -63,19 +70,31 @@ func (f *FastIface) Primary() []Context { return unsafe.Slice(f.primary, int(f.n
 func (f *FastIface) Open() { f.open.Store(1) }
 
 // Shut stops new C steady-state calls and waits for those running to
-// leave; Open undoes it.
+// leave; Open undoes it. A call stuck in the driver (a copy that never
+// ends) holds Shut, and so the iface's close, as it would hold a copy
+// through Go.
 func (f *FastIface) Shut() {
 	f.open.Store(0)
-	for f.users.Load() != 0 {
-		runtime.Gosched()
+	for k := range f.users {
+		for f.users[k].n.Load() != 0 {
+			runtime.Gosched()
+		}
 	}
 }
 
-// FreeTables frees the tables; nothing may use them after (the record
-// stays, closed).
+// FreeTables shuts the record and frees its tables (with their slots'
+// buffers); the record stays, closed.
 func (f *FastIface) FreeTables() {
-	f.open.Store(0)
+	f.Shut()
 	C.cd_fast_iface_free_tables((*C.cd_fast_iface)(unsafe.Pointer(f)))
+}
+
+// FreeSlotBuffers frees the free stacks and inboxes of slots in Go memory
+// (an iface without the C steady state); nothing may use them after.
+func FreeSlotBuffers(slots []Slot) {
+	if len(slots) > 0 {
+		C.cd_slots_free_buffers((*C.cd_slot)(unsafe.Pointer(&slots[0])), C.int32_t(len(slots)))
+	}
 }
 
 // Native says whether drv runs on the CUDA driver through cudadrv's C side

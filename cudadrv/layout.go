@@ -30,6 +30,14 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.ScratchSize)-unsafe.Offsetof(C.cd_slot{}.scratch_size)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.ScratchOff)-unsafe.Offsetof(C.cd_slot{}.scratch_off)]
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.Counts)-unsafe.Offsetof(C.cd_slot{}.counts)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.freeEv)-unsafe.Offsetof(C.cd_slot{}.free_ev)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.nfree)-unsafe.Offsetof(C.cd_slot{}.nfree)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.inbox)-unsafe.Offsetof(C.cd_slot{}.inbox)]
+	_ = [1]struct{}{}[unsafe.Sizeof(Booking{})-C.sizeof_cd_booking]
+	_ = [1]struct{}{}[unsafe.Offsetof(Booking{}.Comp)-unsafe.Offsetof(C.cd_booking{}.comp)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Booking{}.Detached)-unsafe.Offsetof(C.cd_booking{}.detached)]
+	_ = [1]struct{}{}[unsafe.Sizeof(inbox{})-C.sizeof_cd_inbox]
+	_ = [1]struct{}{}[unsafe.Offsetof(inbox{}.b)-unsafe.Offsetof(C.cd_inbox{}.b)]
 	_ = [1]struct{}{}[unsafe.Sizeof(Counts{})-C.sizeof_cd_counts]
 	_ = [1]struct{}{}[unsafe.Offsetof(Counts{}.Bytes)-unsafe.Offsetof(C.cd_counts{}.bytes)]
 
@@ -38,6 +46,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.cap)-unsafe.Offsetof(C.cd_fast_iface{}.cap)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.open)-unsafe.Offsetof(C.cd_fast_iface{}.open)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.users)-unsafe.Offsetof(C.cd_fast_iface{}.users)]
+	_ = [1]struct{}{}[unsafe.Sizeof(FastIface{}.users[0])-64]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.stageMin)-unsafe.Offsetof(C.cd_fast_iface{}.stage_min)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.ctxSerial)-unsafe.Offsetof(C.cd_fast_iface{}.ctx_serial)]
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Stream kinds: the zcopy directions (first NumAsyncKinds) and the short
@@ -93,6 +94,87 @@ type Slot struct {
 	// Counts[k]: the statistics of direction k (core's stats.go): added to
 	// by the copy path, Go's and the C steady state's, with atomics.
 	Counts [NumAsyncKinds]Counts
+	// The free events besides Event, a stack in C memory (PushFree,
+	// PopFree), and the inbox of the pieces the C steady state queued
+	// (Drain). Both under the slot's lock on multi-thread ifaces.
+	freeEv  *Event
+	nfree   int32
+	freeCap int32
+	inbox   *inbox
+}
+
+// ReserveFree makes room on the free stack for n events: the core keeps
+// it at least as large as the events the slot made (a cgo call, cold:
+// when the slot makes one), so that a push, Go's or the C steady state's,
+// never needs to grow it.
+func (s *Slot) ReserveFree(n int) {
+	if int32(n) <= s.freeCap {
+		return
+	}
+	if C.cd_slot_grow_free((*C.cd_slot)(unsafe.Pointer(s)), C.int32_t(max(n, 2*int(s.freeCap), 16))) != 0 {
+		panic("cucopy: out of memory for a slot's free events")
+	}
+}
+
+// PushFree puts a free event on the slot's stack.
+func (s *Slot) PushFree(ev Event) {
+	if s.nfree == s.freeCap {
+		s.ReserveFree(int(s.nfree) + 1) // not reached while the core keeps ReserveFree's rule
+	}
+	unsafe.Slice(s.freeEv, s.freeCap)[s.nfree] = ev
+	s.nfree++
+}
+
+// PopFree takes a free event off the stack, 0 if none.
+func (s *Slot) PopFree() Event {
+	if s.nfree == 0 {
+		return 0
+	}
+	s.nfree--
+	return unsafe.Slice(s.freeEv, s.freeCap)[s.nfree]
+}
+
+// FreeEvents is the stack, oldest first, until the next push or pop;
+// KeepFree(n) keeps its first n (after the caller compacted it in place).
+func (s *Slot) FreeEvents() []Event { return unsafe.Slice(s.freeEv, s.nfree) }
+func (s *Slot) KeepFree(n int)      { s.nfree = int32(n) }
+
+// MakeInbox gives the slot its inbox (cold: when the core makes the
+// slot's resources); without one the C steady state issues nothing there.
+func (s *Slot) MakeInbox() {
+	if C.cd_slot_make_inbox((*C.cd_slot)(unsafe.Pointer(s))) != 0 {
+		panic("cucopy: out of memory for a slot's inbox")
+	}
+}
+
+// Booking is a piece the C steady state queued on the slot (struct
+// cd_booking): its event, its completion, its queue (kind), and whether it
+// was issued detached.
+type Booking struct {
+	Event    Event
+	Comp     uintptr
+	Kind     int32
+	Detached int32
+}
+
+// inbox mirrors struct cd_inbox.
+type inbox struct {
+	head, count int32
+	b           [C.CD_INBOX_CAP]Booking
+}
+
+// Drain hands the slot's bookings to book, oldest first, and empties the
+// inbox.
+func (s *Slot) Drain(book func(b *Booking)) {
+	in := s.inbox
+	if in == nil {
+		return
+	}
+	for in.count > 0 {
+		book(&in.b[in.head])
+		in.head = (in.head + 1) % C.CD_INBOX_CAP
+		in.count--
+	}
 }
 
 // Lock takes the slot's lock word, shared with cd_copy (C atomics on the

@@ -11,7 +11,9 @@
  * direction) complete in issue order, so their callbacks must run in issue
  * order too, also when another thread's progress runs them. The objects are
  * reused in a ring as soon as their callback ran, as a program with a fixed
- * window does. At the end every operation completed exactly once, and every
+ * window does. Every third operation has two iov entries: it goes through
+ * Go while the others run in the C steady state, so both kinds share the
+ * queues (the C side's bookings must come first). At the end every operation completed exactly once, and every
  * device buffer holds its thread's last data.
  * Prints "test_callback_order: T threads, N operations in order".
  */
@@ -83,16 +85,20 @@ static void *worker_main(void *arg)
             break;
         }
         while (issued < nops && issued - atomic_load(&w->fired) < W) {
-            /* The host buffer holds the data of operation issued % 256. */
-            cucopy_iov_t iov = {(void *)(uintptr_t)tc_buf_addr(&w->host, (size_t)(issued % 256)),
-                                LEN};
+            /* The host buffer holds the data of operation issued % 256.
+             * Every third operation is two iov entries: those go through
+             * Go, the others run in the C steady state, on the same queue. */
+            uint64_t from = tc_buf_addr(&w->host, (size_t)(issued % 256));
+            size_t niov = issued % 3 == 2 ? 2 : 1;
+            cucopy_iov_t iov[2] = {{(void *)(uintptr_t)from, niov == 2 ? LEN / 2 : LEN},
+                                   {(void *)(uintptr_t)(from + LEN / 2), LEN - LEN / 2}};
             struct ocomp *o = &w->ring[issued % W];
             o->w = w;
             o->seq = issued;
             o->comp.func = fired;
             o->comp.count = 1;
             o->comp.status = CUCOPY_OK;
-            int s = cucopy_ep_put_zcopy(ep, &iov, 1, tc_buf_addr(&w->dst, 0), &o->comp);
+            int s = cucopy_ep_put_zcopy(ep, iov, niov, tc_buf_addr(&w->dst, 0), &o->comp);
             if (s != CUCOPY_INPROGRESS) {
                 if (atomic_fetch_add(&errors_seen, 1) < 10)
                     (void)FAIL_IF(1, "thread %d: put_zcopy %ld returned %s: %s", w->t, issued,
