@@ -25,7 +25,7 @@ var eps = newHandleTable[core.Ep]("ep", C.CAPI_FAST_EPS)
 // (capi/fast.c).
 func init() {
 	eps.mirror = func(idx uint32, h uint64, ep *core.Ep) {
-		if h == 0 || ep.Iface().Fast() == nil { // no C steady state for its iface
+		if h == 0 || !ep.Iface().Steady() { // no C steady state for its iface
 			C.capi_fast_clear(0, C.uint32_t(idx))
 			return
 		}

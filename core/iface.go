@@ -73,7 +73,7 @@ type Iface struct {
 	// of each context's state, same index. Both have a fixed capacity and
 	// never move: a copy reads slots[:nslots] while another thread adds one.
 	// fast is the C steady state's view of the iface (cudadrv/fast.go),
-	// nil without it; with it, slots, nslots and primary are its C memory.
+	// nil on a Go fake; with it, slots, nslots and primary are its C memory.
 	fast    *cudadrv.FastIface
 	slots   []cudadrv.Slot
 	res     []ctxResources
@@ -159,17 +159,24 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	i.stage.init(c.cfg.Stage)
 	i.packBelow = c.cfg.PackBelow
-	if cudadrv.Native(c.drv) && !c.cfg.GoOnly {
+	if cudadrv.Native(c.drv) {
 		// The C steady state reads the tables: C memory. Freed when the
 		// iface is collected (a C ABI call may come after its close;
-		// the record's open word turns it away).
+		// the record's open word turns it away). Also with
+		// CUCOPY_C_STEADY=off, which only keeps the record closed: the
+		// table passed to cd_copy must not be Go memory, whose slots hold
+		// pointers (to their C buffers) that cgo's pointer check would
+		// scan, the whole table, on every copy.
 		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.stage.min, i.packBelow, c.serial)
 		i.slots, i.primary, i.nslots = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots
 		runtime.AddCleanup(i, (*cudadrv.FastIface).FreeTables, i.fast)
-		i.fast.Open()
+		if !c.cfg.GoOnly {
+			i.fast.Open()
+		}
 	} else {
 		// Go memory, which the race detector sees (core's tests run on
-		// Go fakes); only the slots' event stacks are C memory.
+		// Go fakes, which take the tables as Go slices); only the slots'
+		// event stacks are C memory.
 		i.slots, i.primary, i.nslots = make([]cudadrv.Slot, MaxSlots), make([]cudadrv.Context, c.devices), new(atomic.Int32)
 		runtime.AddCleanup(i, cudadrv.FreeSlotBuffers, i.slots)
 	}
@@ -190,9 +197,13 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 var ifaceSerials atomic.Uint64
 
 // Fast is the iface's record for the C steady state (cudadrv.FastIface),
-// C memory that capi's C side reads: an endpoint's copies run there. nil
-// without it: a driver written in Go, or CUCOPY_C_STEADY=off.
+// C memory that capi's C side reads: an endpoint's copies run there while
+// it is open (not with CUCOPY_C_STEADY=off). nil on a driver written in Go.
 func (i *Iface) Fast() *cudadrv.FastIface { return i.fast }
+
+// Steady says whether the iface's calls may run in the C steady state:
+// on the native driver, unless CUCOPY_C_STEADY=off.
+func (i *Iface) Steady() bool { return i.fast != nil && !i.ctx.cfg.GoOnly }
 
 // Serial is the iface's number, unique in the process and never 0: what
 // capi's C side records as "the iface whose callback this thread runs".
@@ -276,7 +287,7 @@ func (i *Iface) Close() error {
 	if len(errs) > 0 {
 		// What could not be released is still held: the iface stays open
 		// and close can be called again.
-		if i.fast != nil {
+		if i.Steady() {
 			i.fast.Open()
 		}
 		return &Error{Status: ErrCUDA, Op: api, Msg: "releasing resources (the iface stays open; call close again)", Err: errors.Join(errs...)}
