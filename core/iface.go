@@ -77,7 +77,7 @@ type Iface struct {
 	fast    *cudadrv.FastIface
 	slots   []cudadrv.Slot
 	res     []ctxResources
-	pq      []cudadrv.SlotQuery // per slot, what progress asks the driver layer; the claim's holder's
+	pq      []cudadrv.SlotQuery // per slot, what progress asks the driver layer; the claim's holder's (C memory with fast)
 	nslots  *atomic.Int32
 	primary []cudadrv.Context // per device: a primary context we retained, or 0 (cudadrv.StorePrimary)
 
@@ -152,7 +152,6 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		params:  p,
 		multi:  p.ThreadMode == ThreadMulti,
 		res:    make([]ctxResources, MaxSlots),
-		pq:     make([]cudadrv.SlotQuery, MaxSlots),
 		fd:     -1,
 		serial: ifaceSerials.Add(1),
 		est:    newEstimator(c.cfg),
@@ -168,7 +167,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		// pointers (to their C buffers) that cgo's pointer check would
 		// scan, the whole table, on every copy.
 		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.stage.min, i.packBelow, c.serial)
-		i.slots, i.primary, i.nslots = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots
+		i.slots, i.primary, i.nslots, i.pq = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots, i.fast.Queries()
 		runtime.AddCleanup(i, (*cudadrv.FastIface).FreeTables, i.fast)
 		if !c.cfg.GoOnly {
 			i.fast.Open()
@@ -178,6 +177,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		// Go fakes, which take the tables as Go slices); only the slots'
 		// event stacks are C memory.
 		i.slots, i.primary, i.nslots = make([]cudadrv.Slot, MaxSlots), make([]cudadrv.Context, c.devices), new(atomic.Int32)
+		i.pq = make([]cudadrv.SlotQuery, MaxSlots)
 		runtime.AddCleanup(i, cudadrv.FreeSlotBuffers, i.slots)
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi

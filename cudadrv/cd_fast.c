@@ -38,7 +38,8 @@ cd_fast_iface *cd_fast_iface_new(int32_t cap, int32_t ndevices)
         return NULL;
     f->slots = calloc((size_t)cap, sizeof(cd_slot));
     f->primary = calloc(ndevices > 0 ? (size_t)ndevices : 1, sizeof(uintptr_t));
-    if (f->slots == NULL || f->primary == NULL) {
+    f->queries = calloc((size_t)cap, sizeof(cd_slot_query));
+    if (f->slots == NULL || f->primary == NULL || f->queries == NULL) {
         cd_fast_iface_free_tables(f);
         free(f);
         return NULL;
@@ -63,8 +64,10 @@ void cd_fast_iface_free_tables(cd_fast_iface *f)
     cd_slots_free_buffers(f->slots, f->cap);
     free(f->slots);
     free(f->primary);
+    free(f->queries);
     f->slots = NULL;
     f->primary = NULL;
+    f->queries = NULL;
 }
 
 /* Enter f as a user in lane: 0 when it is not open (closing, closed, or

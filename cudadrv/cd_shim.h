@@ -252,6 +252,11 @@ int cd_describe(uint64_t ptr, cd_mdesc *d, cd_err *err);
 typedef struct cd_fast_iface {
     cd_slot *slots;     /* the iface's slot table (cap entries) */
     uintptr_t *primary; /* per device: the retained primary context, or 0 */
+    /* Per slot, what progress asks cd_query_slots (core's Iface.pq): C
+     * memory, because its entries point into the event rings, and cgo's
+     * pointer check would scan the whole of a Go array holding pointers
+     * on every progress call. */
+    struct cd_slot_query *queries;
     int32_t nslots;     /* atomic: slots in use (core's Iface.nslots) */
     int32_t cap;
     int32_t ndevices;

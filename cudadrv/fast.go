@@ -25,6 +25,7 @@ import (
 type FastIface struct {
 	slots     *Slot
 	primary   *Context
+	queries   *SlotQuery
 	NSlots    atomic.Int32 // slots in use: the core's count, read by copies
 	cap       int32
 	ndevices  int32
@@ -61,6 +62,9 @@ func NewFastIface(capacity, ndevices int, multi bool, stageMin, packBelow, ctxSe
 
 // Slots is the slot table.
 func (f *FastIface) Slots() []Slot { return unsafe.Slice(f.slots, int(f.cap)) }
+
+// Queries is the per-slot progress queries (QuerySlots' slots).
+func (f *FastIface) Queries() []SlotQuery { return unsafe.Slice(f.queries, int(f.cap)) }
 
 // Primary is the primary table (LoadPrimary, StorePrimary).
 func (f *FastIface) Primary() []Context { return unsafe.Slice(f.primary, int(f.ndevices)) }

@@ -42,6 +42,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Counts{}.Bytes)-unsafe.Offsetof(C.cd_counts{}.bytes)]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(FastIface{})-C.sizeof_cd_fast_iface]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.queries)-unsafe.Offsetof(C.cd_fast_iface{}.queries)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.NSlots)-unsafe.Offsetof(C.cd_fast_iface{}.nslots)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.cap)-unsafe.Offsetof(C.cd_fast_iface{}.cap)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.open)-unsafe.Offsetof(C.cd_fast_iface{}.open)]
