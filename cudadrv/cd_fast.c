@@ -99,12 +99,14 @@ static void cd_count_first(cd_slot *slot, int32_t dir, uint64_t bytes)
     __atomic_add_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
 }
 
-/* The request core's issuing path builds for one piece (core/ep.go:
- * issuePiece), with flags, and the handle descriptions it points at. */
-static void cd_fast_request(const cd_fast_iface *f, int32_t lane, uint32_t flags, uint64_t dst,
-                            uint64_t src, uint64_t len, const cd_mdesc *dst_d,
-                            const cd_mdesc *src_d, cd_copy_op *op, cd_mdesc mems[2])
+/* cd_copy on the request core's issuing path builds for one piece
+ * (core/ep.go: issuePiece), with flags and the sides' handle descriptions
+ * (NULL: classified). */
+static int cd_fast_copy(const cd_fast_iface *f, int32_t lane, uint32_t flags, uint64_t dst,
+                        uint64_t src, uint64_t len, const cd_mdesc *dst_d, const cd_mdesc *src_d,
+                        cd_copy_op *op)
 {
+    cd_mdesc mems[2];
     int32_t nmems = 0;
     memset(op, 0, sizeof(*op));
     op->dst = dst;
@@ -123,6 +125,8 @@ static void cd_fast_request(const cd_fast_iface *f, int32_t lane, uint32_t flags
         mems[nmems++] = *src_d;
         op->src_mem = nmems;
     }
+    int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
+    return cd_copy(f->slots, nslots, f->primary, op, NULL, 0, mems);
 }
 
 /* Go's answers: a length of 0 is done, a NULL or overflowing side an error. */
@@ -136,12 +140,8 @@ int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, ui
 {
     if (!cd_fast_args(dst, src, len) || !cd_fast_enter(f, lane))
         return CD_FAST_DECLINED;
-    /* core.Ep.short's request: a synchronous piece. */
-    cd_copy_op op;
-    cd_mdesc mems[2];
-    cd_fast_request(f, lane, CD_COPY_SYNC, dst, src, len, dst_d, src_d, &op, mems);
-    int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
-    int st = cd_copy(f->slots, nslots, f->primary, &op, NULL, 0, mems);
+    cd_copy_op op; /* core.Ep.short's request: a synchronous piece */
+    int st = cd_fast_copy(f, lane, CD_COPY_SYNC, dst, src, len, dst_d, src_d, &op);
     int rc = CD_FAST_DECLINED;
     if (st == CD_COPY_DONE && op.slot >= 0) {
         cd_count_first(&f->slots[op.slot], op.dir, len);
@@ -196,12 +196,8 @@ int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, ui
 {
     if (!cd_fast_args(dst, src, len) || !cd_fast_enter(f, lane))
         return CD_FAST_DECLINED;
-    /* core.Ep.zcopy's request for an operation of one piece. */
-    cd_copy_op op;
-    cd_mdesc mems[2];
-    cd_fast_request(f, lane, CD_COPY_BOOK_C, dst, src, len, dst_d, src_d, &op, mems);
-    int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
-    int st = cd_copy(f->slots, nslots, f->primary, &op, NULL, 0, mems);
+    cd_copy_op op; /* core.Ep.zcopy's request for an operation of one piece */
+    int st = cd_fast_copy(f, lane, CD_COPY_BOOK_C, dst, src, len, dst_d, src_d, &op);
     int rc = CD_FAST_DECLINED;
     if (st == CD_COPY_QUEUED) {
         cd_slot *slot = &f->slots[op.slot];
