@@ -114,7 +114,7 @@ func (i *Iface) drainInbox(s int) {
 	i.slots[s].Drain(func(b *cudadrv.Booking) {
 		op := i.newOperation(&i.booked, b.Comp)
 		op.pending.Store(1) // issued: one piece in flight
-		q[b.Kind].push(b.Event, op, b.Detached != 0)
+		q[b.Kind].push(b.Event, op, false)
 	})
 }
 

@@ -424,9 +424,6 @@ func (i *Iface) endQueued(s int, st Status, keepEvents bool) int {
 	r := &i.res[s]
 	pieces := 0
 	i.lockSlot(s) // flushes read the queues' counters under it
-	// A detached piece the C steady state issued books itself after
-	// hideSlot's drain, before it stops being a user (WaitUsers).
-	i.drainInbox(s)
 	for k := range r.queues {
 		q := &r.queues[k]
 		for q.count > 0 {

@@ -428,14 +428,17 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
         op->taken = run->n; /* where the piece and its run would go; nothing issued */
         return CD_COPY_PLANNED;
     }
-    /* The C steady state books what it queues in the slot's inbox
-     * (cd_fast.c): without room there, it leaves the copy to Go. */
-    if ((op->flags & CD_COPY_BOOK_C) &&
-        (slot->inbox == NULL || slot->inbox->count == CD_INBOX_CAP))
-        return CD_COPY_NEED_BOOKING;
     /* A zcopy whose enqueue may block detaches (copy.go, step 8): it never
      * joins (progress may query that entry meanwhile) and takes the event. */
     int detach = *locked && !sync && run->blocking;
+    /* The C steady state books what it queues in the slot's inbox
+     * (cd_fast.c), under the lock it holds from this check on: without
+     * room there, or for a piece that would detach (it would book after
+     * letting the lock go, when the room may be taken), it leaves the copy
+     * to Go. */
+    if ((op->flags & CD_COPY_BOOK_C) &&
+        (detach || slot->inbox == NULL || slot->inbox->count >= CD_INBOX_CAP))
+        return CD_COPY_NEED_BOOKING;
     /* Join only the newest entry of the queue, while progress has not queried
      * it (copy.go, step 7). */
     int joined = !sync && !detach && (op->flags & CD_COPY_REUSE) && op->reuse_slot == s &&

@@ -165,30 +165,11 @@ static void cd_book(cd_slot *slot, const cd_copy_op *op, uintptr_t comp)
     b->event = op->event;
     b->comp = comp;
     b->kind = op->kind;
-    b->detached = op->detached;
     in->count++;
     slot->issued[op->kind]++;
-    /* A detached piece took the event while it copied without the lock,
-     * and another copy may have had the slot refilled since. */
-    if (slot->event == op->event)
-        slot->event = 0;
-    if (slot->event == 0 && slot->nfree > 0)
+    slot->event = 0; /* the piece's now (never detached: cd_copy's CD_COPY_BOOK_C) */
+    if (slot->nfree > 0)
         slot->event = slot->free_ev[--slot->nfree];
-}
-
-/* core's giveBackDetached: the event of a detached piece that failed goes
- * back to its slot, then the piece stops being a user of it. */
-static void cd_give_back(cd_fast_iface *f, cd_slot *slot, uintptr_t event)
-{
-    if (f->multi)
-        cd_slot_lock(slot);
-    if (slot->event == 0)
-        slot->event = event;
-    else
-        slot->free_ev[slot->nfree++] = event; /* free_cap covers every event the slot made */
-    if (f->multi)
-        cd_slot_unlock(slot);
-    __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
 }
 
 int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
@@ -205,12 +186,8 @@ int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, ui
         cd_count_first(slot, op.dir, len);
         if (f->multi)
             cd_slot_unlock(slot);
-        if (op.detached) /* after the unlock: a hidden slot waits for it */
-            __atomic_sub_fetch(&slot->users, 1, __ATOMIC_RELEASE);
         rc = op.err.entry < 0 ? CD_FAST_DONE : CD_FAST_DONE_WARN;
     } else if (st == CD_COPY_DRIVER_ERROR) {
-        if (op.detached)
-            cd_give_back(f, &f->slots[op.slot], op.event);
         rc = CD_FAST_FAILED;
     }
     *err = op.err;

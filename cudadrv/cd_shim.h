@@ -109,20 +109,20 @@ typedef struct cd_slot {
     struct cd_inbox *inbox; /* pieces the C steady state queued, for core to book; NULL until made */
 } cd_slot;
 
-/* A zcopy piece the C steady state queued on a slot (cd_fast_zcopy): its
- * event, completion and queue; core books it as an operation of one piece
- * (cudadrv.Booking, core's drainInbox) before it reads or pushes the
- * slot's queues. */
+/* A zcopy piece the C steady state queued on a slot (cd_fast_zcopy), under
+ * the slot's lock throughout (never detached): its event, completion and
+ * queue; core books it as an operation of one piece (cudadrv.Booking,
+ * core's drainInbox) before it reads or pushes the slot's queues. */
 typedef struct cd_booking {
     uintptr_t event;
     uintptr_t comp;
     int32_t kind;
-    int32_t detached; /* issued without the slot's lock (copy.go, step 8) */
+    int32_t pad;
 } cd_booking;
 
 /* The bookings of one slot, oldest first, written and read under the
  * slot's lock (multi-thread ifaces); full, the C steady state leaves the
- * copy to Go (CD_COPY_NEED_BOOKING). */
+ * copy to Go (CD_COPY_NEED_BOOKING), as it does a piece that would detach. */
 #define CD_INBOX_CAP 128
 typedef struct cd_inbox {
     int32_t head;

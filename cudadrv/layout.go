@@ -35,7 +35,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(Slot{}.inbox)-unsafe.Offsetof(C.cd_slot{}.inbox)]
 	_ = [1]struct{}{}[unsafe.Sizeof(Booking{})-C.sizeof_cd_booking]
 	_ = [1]struct{}{}[unsafe.Offsetof(Booking{}.Comp)-unsafe.Offsetof(C.cd_booking{}.comp)]
-	_ = [1]struct{}{}[unsafe.Offsetof(Booking{}.Detached)-unsafe.Offsetof(C.cd_booking{}.detached)]
+	_ = [1]struct{}{}[unsafe.Offsetof(Booking{}.Kind)-unsafe.Offsetof(C.cd_booking{}.kind)]
 	_ = [1]struct{}{}[unsafe.Sizeof(inbox{})-C.sizeof_cd_inbox]
 	_ = [1]struct{}{}[unsafe.Offsetof(inbox{}.b)-unsafe.Offsetof(C.cd_inbox{}.b)]
 	_ = [1]struct{}{}[unsafe.Sizeof(Counts{})-C.sizeof_cd_counts]

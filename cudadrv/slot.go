@@ -148,13 +148,12 @@ func (s *Slot) MakeInbox() {
 }
 
 // Booking is a piece the C steady state queued on the slot (struct
-// cd_booking): its event, its completion, its queue (kind), and whether it
-// was issued detached.
+// cd_booking), never detached: its event, its completion, its queue (kind).
 type Booking struct {
-	Event    Event
-	Comp     uintptr
-	Kind     int32
-	Detached int32
+	Event Event
+	Comp  uintptr
+	Kind  int32
+	_     int32
 }
 
 // inbox mirrors struct cd_inbox.
