@@ -78,6 +78,7 @@ struct options {
     int batch; /* bw, rate: each op is one cucopy_ep_copy_batch of this many copies; 0: none */
     int memh;  /* --memh: cucopy copies name memory handles of every buffer */
     int repeat; /* --repeat: rounds per row, cucopy and raw alternating; medians */
+    int compare; /* --compare: a summary line per row, the cost per operation over raw */
     int concurrent;
     int stats; /* --stats: cucopy_iface_stats at the end */
     int csv;
@@ -253,6 +254,10 @@ static void usage(FILE *f)
             "  --repeat R               measure each row R times, cucopy and raw alternating\n"
             "                           (raw first in every other round); print the medians\n"
             "                           and the range of the per-round ratios (default 1)\n"
+            "  --compare                after each row, a summary line: the time per operation\n"
+            "                           of cucopy and of raw and what cucopy costs over raw\n"
+            "                           (lat: per copy; bw: per op of SIZE; rate: 1/rate);\n"
+            "                           table format only\n"
             "  --time SEC               target time per measurement (default 0.2)\n"
             "  --timeout SEC            a loop running longer is reported as hung (default 60)\n"
             "  --concurrent             bw and rate on all chosen devices (all pairs for peer)\n"
@@ -422,7 +427,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_2D, O_HELP
+        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_COMPARE, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_2D, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -438,6 +443,7 @@ static void parse_options(int argc, char **argv)
         {"batch", required_argument, NULL, O_BATCH},
         {"memh", no_argument, NULL, O_MEMH},
         {"repeat", required_argument, NULL, O_REPEAT},
+        {"compare", no_argument, NULL, O_COMPARE},
         {"time", required_argument, NULL, O_TIME},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
@@ -532,6 +538,9 @@ static void parse_options(int argc, char **argv)
             opt.repeat = (int)parse_long("--repeat", optarg, 1);
             if (opt.repeat > MAX_REPEAT)
                 die("--repeat %d: at most %d", opt.repeat, MAX_REPEAT);
+            break;
+        case O_COMPARE:
+            opt.compare = 1;
             break;
         case O_CONCURRENT:
             opt.concurrent = 1;
@@ -1522,6 +1531,32 @@ static void fmt_value(char *buf, size_t len, int ok, double v)
         snprintf(buf, len, "%.3g", v);
 }
 
+/* The time one operation of the row takes, in microseconds, from its value
+ * (lat: us per copy; bw: GB/s of ops of size bytes; rate: Mops/s). */
+static double us_per_op(const struct measurement *m, double v)
+{
+    switch (m->test) {
+    case TEST_LAT:
+        return v;
+    case TEST_BW:
+        return (double)m->size / (v * 1e3);
+    default:
+        return 1.0 / v;
+    }
+}
+
+/* --compare's line after a row: both sides' time per operation and the
+ * difference (cucopy's cost over raw; negative: cucopy is faster). */
+static void print_compare(const struct measurement *m, const double val[IMPL_COUNT],
+                          const char *src, const char *dst, const char *host, const char *sz)
+{
+    double cu = us_per_op(m, val[IMPL_CUCOPY]), raw = us_per_op(m, val[IMPL_RAW]);
+    printf("# compare %s %s %s->%s %s %s: per operation cucopy %.3f us, raw %.3f us, "
+           "cucopy %+.3f us (%.2f of raw's time)\n",
+           test_names[m->test], dir_names[m->dir], src, dst, host, sz, cu, raw, cu - raw,
+           cu / raw);
+}
+
 static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
                       const int ok[IMPL_COUNT], long n, const char *status)
 {
@@ -1547,6 +1582,8 @@ static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
         printf("%-4s %-4s %-6s %-6s %-10s %6s %11s %11s %-6s %6s %9ld %s\n",
                test_names[m->test], dir_names[m->dir], src, dst, host, sz, cu, raw,
                test_units[m->test], ratio, n, status);
+        if (opt.compare && strcmp(ratio, "-") != 0)
+            print_compare(m, val, src, dst, host, sz);
     }
     fflush(stdout);
 }
