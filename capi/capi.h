@@ -52,14 +52,16 @@ void capi_fast_memh_set(uint32_t idx, uint64_t handle, uint64_t ctx_serial, uint
                         uint64_t length, int classify, const void *desc);
 void capi_fast_clear(int memh, uint32_t idx);
 
-/* A copy of one piece in the C steady state: a short copy, or with
- * CAPI_FAST_ZCOPY in how a zcopy of one iov entry completing comp; how's
- * other bits are cucopyGoEpShort's (put, memh). The answer is cd_fast_*'s
- * (CD_FAST_*): done there, declined (run the Go export), or failed or
- * done with a warning ((*entry, *result) for cucopyGoFastReport). */
+/* Copies in the C steady state (capi/fast.c): a short copy, or a zcopy of
+ * iovcnt entries (cucopy_iov_t, or cucopy_iov_memh_t with how's memh bit)
+ * completing comp; how's bits are cucopyGoEpShort's (put, memh), and
+ * CAPI_FAST_ZCOPY for the report. The answer is cd_fast_*'s (CD_FAST_*):
+ * done there, declined (run the Go export), or failed or done with a
+ * warning ((*entry, *result) for cucopyGoFastReport). */
 #define CAPI_FAST_ZCOPY 4
-int capi_fast(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
-              uint64_t remote, uint64_t remote_memh, uintptr_t comp, int32_t *entry,
-              uint32_t *result);
+int capi_fast_short(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
+                    uint64_t remote, uint64_t remote_memh, int32_t *entry, uint32_t *result);
+int capi_fast_zcopy(uint64_t ep, int how, const void *iov, size_t iovcnt, uint64_t remote,
+                    uint64_t remote_memh, uintptr_t comp, int32_t *entry, uint32_t *result);
 
 #endif

@@ -12,6 +12,7 @@
  * answers "not here", and the call goes to Go, which decides.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "capi.h"
 #include "cd_shim.h"
@@ -147,31 +148,118 @@ static int fast_memh_get(uint64_t h, uint64_t ctx_serial, uint64_t addr, uint64_
     return 1;
 }
 
-int capi_fast(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
-              uint64_t remote, uint64_t remote_memh, uintptr_t comp, int32_t *entry,
-              uint32_t *result)
+/* The index of handle h's description among mems (core's memSides.index:
+ * 1-based, the same handle the same index, 0 for none or a side the driver
+ * classifies); -1 when the C steady state does not take the handle. */
+static int32_t fast_mem_index(uint64_t h, uint64_t ctx_serial, uint64_t addr, uint64_t length,
+                              cd_mdesc *mems, uint64_t *owners, int32_t *n)
+{
+    cd_mdesc d;
+    const cd_mdesc *side;
+    if (!fast_memh_get(h, ctx_serial, addr, length, &d, &side))
+        return -1;
+    if (side == NULL)
+        return 0;
+    for (int32_t k = 0; k < *n; k++)
+        if (owners[k] == h)
+            return k + 1;
+    mems[*n] = d;
+    owners[*n] = h;
+    return ++*n;
+}
+
+int capi_fast_short(uint64_t ep, int how, uintptr_t buffer, uint64_t memh, size_t length,
+                    uint64_t remote, uint64_t remote_memh, int32_t *entry, uint32_t *result)
 {
     cd_fast_iface *f;
     int32_t lane;
     if (!fast_ep_get(ep, &f, &lane) || f == NULL)
         return CD_FAST_DECLINED;
-    cd_mdesc bd, rd;
-    const cd_mdesc *bs, *rs;
-    if (!fast_memh_get(memh, f->ctx_serial, buffer, length, &bd, &bs) ||
-        !fast_memh_get(remote_memh, f->ctx_serial, remote, length, &rd, &rs))
+    cd_mdesc mems[2];
+    uint64_t owners[2];
+    int32_t nmems = 0;
+    int32_t lmem = fast_mem_index(memh, f->ctx_serial, buffer, length, mems, owners, &nmems);
+    int32_t rmem = fast_mem_index(remote_memh, f->ctx_serial, remote, length, mems, owners, &nmems);
+    if (lmem < 0 || rmem < 0)
         return CD_FAST_DECLINED;
     /* core's endpoints: put copies local -> remote, get remote -> local. */
-    uint64_t dst = buffer, src = remote;
-    const cd_mdesc *dd = bs, *sd = rs;
-    if (how & 1) {
-        dst = remote;
-        src = buffer;
-        dd = rs;
-        sd = bs;
+    cd_piece p = {0};
+    p.len = length;
+    p.dst = (how & 1) ? remote : buffer;
+    p.dst_mem = (how & 1) ? rmem : lmem;
+    p.src = (how & 1) ? buffer : remote;
+    p.src_mem = (how & 1) ? lmem : rmem;
+    cd_err err;
+    int st = cd_fast_short(f, lane, &p, mems, &err);
+    *entry = err.entry;
+    *result = err.result;
+    return st;
+}
+
+int capi_fast_zcopy(uint64_t ep, int how, const void *iov, size_t iovcnt, uint64_t remote,
+                    uint64_t remote_memh, uintptr_t comp, int32_t *entry, uint32_t *result)
+{
+    cd_fast_iface *f;
+    int32_t lane;
+    if (iov == NULL || iovcnt == 0 || iovcnt > CD_MAX_RUN || !fast_ep_get(ep, &f, &lane) ||
+        f == NULL)
+        return CD_FAST_DECLINED;
+    const cucopy_iov_t *plain = iov;
+    const cucopy_iov_memh_t *with = iov;
+    int memh = (how & 2) != 0;
+    /* core.Ep.zcopy: the non-empty entries, back to back from remote. */
+    cd_piece pieces[CD_MAX_RUN];
+    cd_mdesc mems[CD_MAX_RUN + 1];
+    uint64_t owners[CD_MAX_RUN + 1];
+    int32_t n = 0, nmems = 0;
+    uint64_t total = 0;
+    for (size_t k = 0; k < iovcnt; k++) {
+        uint64_t buffer = (uint64_t)(uintptr_t)(memh ? with[k].buffer : plain[k].buffer);
+        uint64_t length = memh ? with[k].length : plain[k].length;
+        uint64_t h = memh ? (uint64_t)(uintptr_t)with[k].memh : 0;
+        if (length == 0) {
+            /* Go refuses an unknown handle even on an empty entry. */
+            if (h != 0 && fast_handle(h, CAPI_FAST_MEMHS, fast_memhs, sizeof(fast_memh)) == NULL)
+                return CD_FAST_DECLINED;
+            continue;
+        }
+        if (buffer == 0 || buffer > UINT64_MAX - length || total > UINT64_MAX - length)
+            return CD_FAST_DECLINED;
+        int32_t local = 0;
+        if (memh) {
+            local = fast_mem_index(h, f->ctx_serial, buffer, length, mems, owners, &nmems);
+            if (local < 0)
+                return CD_FAST_DECLINED;
+        }
+        cd_piece *p = &pieces[n++];
+        memset(p, 0, sizeof(*p));
+        p->len = length;
+        p->dst = buffer;  /* get: remote -> local */
+        p->src = total;   /* the offset from remote, until remote is known */
+        p->dst_mem = local;
+        total += length;
+    }
+    if (n == 0 || remote == 0 || remote > UINT64_MAX - total)
+        return CD_FAST_DECLINED;
+    int32_t rmem = fast_mem_index(remote_memh, f->ctx_serial, remote, total, mems, owners, &nmems);
+    if (rmem < 0)
+        return CD_FAST_DECLINED;
+    for (int32_t k = 0; k < n; k++) {
+        cd_piece *p = &pieces[k];
+        uint64_t at = remote + p->src, local = p->dst;
+        int32_t lmem = p->dst_mem;
+        if (how & 1) { /* put: local -> remote */
+            p->dst = at;
+            p->src = local;
+            p->dst_mem = rmem;
+            p->src_mem = lmem;
+        } else {
+            p->src = at;
+            p->src_mem = rmem;
+        }
     }
     cd_err err;
-    int st = (how & CAPI_FAST_ZCOPY) ? cd_fast_zcopy(f, lane, dst, src, length, dd, sd, comp, &err)
-                                     : cd_fast_short(f, lane, dst, src, length, dd, sd, &err);
+    int st = cd_fast_zcopy(f, lane, pieces, n, mems, comp, &err);
     *entry = err.entry;
     *result = err.result;
     return st;

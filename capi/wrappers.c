@@ -71,21 +71,18 @@ void cucopy_test_crossings(uint64_t *c_to_go, uint64_t *go_to_c)
         COUNT_C_TO_GO();                                                               \
     } while (0)
 
-/* A copy of one piece first tries the C steady state (capi/fast.c,
- * capi_fast with how), after the fork guard: done there, the call returns
- * done; what it declines goes on to GUARD and the Go export after this; a
- * copy it ran that failed (or left the caller's context with an error) is
- * reported by Go. fast_ok says whether the call is of that shape. */
-#define FAST_TRY(op, how, fast_ok, buffer, memh, length, remote, remote_memh, comp, done)  \
+/* A copy first tries the C steady state (capi/fast.c; fast_call is its
+ * capi_fast_* call, with &fast_entry and &fast_result), after the fork
+ * guard: done there, the call returns done; what it declines goes on to
+ * GUARD and the Go export after this; a copy it ran that failed (or left the
+ * caller's context with an error) is reported by Go (how: capi_fast_*'s). */
+#define FAST_TRY(op, how, fast_call, done)                                             \
     do {                                                                               \
         if (forked)                                                                    \
             return refuse_forked(op);                                                  \
         int32_t fast_entry = -1;                                                       \
         uint32_t fast_result = 0;                                                      \
-        int fast_st = (fast_ok) ? capi_fast(HANDLE_BITS(ep), how, buffer, memh, length, \
-                                            remote, remote_memh, comp, &fast_entry,    \
-                                            &fast_result)                              \
-                                : CD_FAST_DECLINED;                                    \
+        int fast_st = (fast_call);                                                     \
         if (fast_st == CD_FAST_DONE)                                                   \
             return (done);                                                             \
         GUARD(op);                                                                     \
@@ -94,13 +91,16 @@ void cucopy_test_crossings(uint64_t *c_to_go, uint64_t *go_to_c)
                                                        fast_result);                   \
     } while (0)
 
-/* The short copies' and the one-entry zcopies' FAST_TRY. */
 #define SHORT_FAST(op, how, buffer, memh, length, remote, remote_memh)                   \
-    FAST_TRY(op, how, 1, buffer, memh, length, remote, remote_memh, 0, CUCOPY_OK)
-#define ZCOPY_FAST(op, how, memh, remote, remote_memh, comp)                           \
-    FAST_TRY(op, (how) | CAPI_FAST_ZCOPY, iovcnt == 1 && iov != NULL,                  \
-             (uintptr_t)iov[0].buffer, memh, iov[0].length, remote, remote_memh,       \
-             (uintptr_t)(comp), CUCOPY_INPROGRESS)
+    FAST_TRY(op, how,                                                                  \
+             capi_fast_short(HANDLE_BITS(ep), how, buffer, memh, length, remote,       \
+                             remote_memh, &fast_entry, &fast_result),                  \
+             CUCOPY_OK)
+#define ZCOPY_FAST(op, how, remote, remote_memh, comp)                                 \
+    FAST_TRY(op, (how) | CAPI_FAST_ZCOPY,                                              \
+             capi_fast_zcopy(HANDLE_BITS(ep), how, iov, iovcnt, remote, remote_memh,   \
+                             (uintptr_t)(comp), &fast_entry, &fast_result),            \
+             CUCOPY_INPROGRESS)
 
 /* A handle as Go's tables know it: the opaque pointer's bits are the table
  * handle (generation << 32 | index + 1) itself. */
@@ -340,7 +340,7 @@ cucopy_status_t cucopy_ep_put_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t
                                          size_t iovcnt, uint64_t remote_addr,
                                          cucopy_memh_h remote_memh, cucopy_completion_t *comp)
 {
-    ZCOPY_FAST("ep_put_zcopy_memh", 3, HANDLE_BITS(iov[0].memh), remote_addr, HANDLE_BITS(remote_memh), comp);
+    ZCOPY_FAST("ep_put_zcopy_memh", 3, remote_addr, HANDLE_BITS(remote_memh), comp);
     return (cucopy_status_t)cucopyGoEpZcopyMemh(HANDLE_BITS(ep), 1, (cucopy_iov_memh_t *)iov,
                                                 iovcnt, remote_addr, HANDLE_BITS(remote_memh),
                                                 (uintptr_t)comp);
@@ -350,7 +350,7 @@ cucopy_status_t cucopy_ep_get_zcopy_memh(cucopy_ep_h ep, const cucopy_iov_memh_t
                                          size_t iovcnt, uint64_t remote_addr,
                                          cucopy_memh_h remote_memh, cucopy_completion_t *comp)
 {
-    ZCOPY_FAST("ep_get_zcopy_memh", 2, HANDLE_BITS(iov[0].memh), remote_addr, HANDLE_BITS(remote_memh), comp);
+    ZCOPY_FAST("ep_get_zcopy_memh", 2, remote_addr, HANDLE_BITS(remote_memh), comp);
     return (cucopy_status_t)cucopyGoEpZcopyMemh(HANDLE_BITS(ep), 0, (cucopy_iov_memh_t *)iov,
                                                 iovcnt, remote_addr, HANDLE_BITS(remote_memh),
                                                 (uintptr_t)comp);
@@ -375,7 +375,7 @@ cucopy_status_t cucopy_ep_copy_2d(cucopy_ep_h ep, const cucopy_copy_2d_t *copies
 cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
-    ZCOPY_FAST("ep_put_zcopy", 1, 0, remote_addr, 0, comp);
+    ZCOPY_FAST("ep_put_zcopy", 1, remote_addr, 0, comp);
     return (cucopy_status_t)cucopyGoEpZcopy(HANDLE_BITS(ep), 1, (cucopy_iov_t *)iov, iovcnt,
                                             remote_addr, (uintptr_t)comp);
 }
@@ -383,7 +383,7 @@ cucopy_status_t cucopy_ep_put_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, siz
 cucopy_status_t cucopy_ep_get_zcopy(cucopy_ep_h ep, const cucopy_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, cucopy_completion_t *comp)
 {
-    ZCOPY_FAST("ep_get_zcopy", 0, 0, remote_addr, 0, comp);
+    ZCOPY_FAST("ep_get_zcopy", 0, remote_addr, 0, comp);
     return (cucopy_status_t)cucopyGoEpZcopy(HANDLE_BITS(ep), 0, (cucopy_iov_t *)iov, iovcnt,
                                             remote_addr, (uintptr_t)comp);
 }

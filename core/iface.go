@@ -158,6 +158,10 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	i.stage.init(c.cfg.Stage)
 	i.packBelow = c.cfg.PackBelow
+	i.runs = c.cfg.IOVBatch != IOVBatchOff
+	if c.cfg.IOVBatch == IOVBatchLoop {
+		i.runFlags = cudadrv.CopyRunLoop
+	}
 	if cudadrv.Native(c.drv) {
 		// The C steady state reads the tables: C memory. Freed when the
 		// iface is collected (a C ABI call may come after its close;
@@ -166,7 +170,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		// table passed to cd_copy must not be Go memory, whose slots hold
 		// pointers (to their C buffers) that cgo's pointer check would
 		// scan, the whole table, on every copy.
-		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.stage.min, i.packBelow, c.serial)
+		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.runs, i.runFlags, i.stage.min, i.packBelow, c.serial)
 		i.slots, i.primary, i.nslots, i.pq = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots, i.fast.Queries()
 		runtime.AddCleanup(i, (*cudadrv.FastIface).FreeTables, i.fast)
 		if !c.cfg.GoOnly {
@@ -182,10 +186,6 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	i.booked.iface, i.booked.mu.multi = i, i.multi
-	i.runs = c.cfg.IOVBatch != IOVBatchOff
-	if c.cfg.IOVBatch == IOVBatchLoop {
-		i.runFlags = cudadrv.CopyRunLoop
-	}
 	i.counters.retired = make([][gpuDirs]DirStats, c.devices)
 	if c.cfg.Stats {
 		i.goAtOpen = goActivity()

@@ -599,6 +599,10 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage && op->height == 0)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
+    /* The C steady state books an operation as one queue entry: all of its
+     * pieces must form this run (cd_fast.c); else Go issues it. */
+    if ((op->flags & CD_COPY_BOOK_C) && run.n != nmore)
+        return CD_COPY_NEED_BOOKING;
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
     op->ctx = ctx;
     op->ctx_id = id;

@@ -90,61 +90,56 @@ static void cd_fast_leave(cd_fast_iface *f, int32_t lane)
     __atomic_sub_fetch(&f->users[lane].n, 1, __ATOMIC_RELEASE);
 }
 
-/* core's countCopy for one piece that is its operation's first. */
-static void cd_count_first(cd_slot *slot, int32_t dir, uint64_t bytes)
+/* core's countCopy for an operation's first piece and the run of n - 1
+ * that joined it: one operation, n pieces. */
+static void cd_count(cd_slot *slot, int32_t dir, int32_t n, uint64_t bytes)
 {
     cd_counts *c = &slot->counts[dir];
     __atomic_add_fetch(&c->operations, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&c->pieces, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->pieces, (uint64_t)n, __ATOMIC_RELAXED);
     __atomic_add_fetch(&c->bytes, bytes, __ATOMIC_RELAXED);
 }
 
-/* cd_copy on the request core's issuing path builds for one piece
- * (core/ep.go: issuePiece), with flags and the sides' handle descriptions
- * (NULL: classified). */
-static int cd_fast_copy(const cd_fast_iface *f, int32_t lane, uint32_t flags, uint64_t dst,
-                        uint64_t src, uint64_t len, const cd_mdesc *dst_d, const cd_mdesc *src_d,
-                        cd_copy_op *op)
+/* Go's answers: a length of 0 is done, a NULL or overflowing side an error. */
+static int cd_fast_args(const cd_piece *p)
 {
-    cd_mdesc mems[2];
-    int32_t nmems = 0;
+    return p->len != 0 && p->dst != 0 && p->src != 0 && p->dst <= UINT64_MAX - p->len &&
+           p->src <= UINT64_MAX - p->len;
+}
+
+/* cd_copy on the request core's issuing path builds (core/ep.go:
+ * issuePiece) for an operation's n pieces, with flags: the first piece
+ * and the others as the run that may join it; their handle indices name
+ * mems. */
+static int cd_fast_copy(const cd_fast_iface *f, int32_t lane, uint32_t flags,
+                        const cd_piece *pieces, int32_t n, const cd_mdesc *mems, cd_copy_op *op)
+{
+    const cd_piece *p = &pieces[0];
     memset(op, 0, sizeof(*op));
-    op->dst = dst;
-    op->src = src;
-    op->len = len;
+    op->dst = p->dst;
+    op->src = p->src;
+    op->len = p->len;
+    op->src_mem = p->src_mem;
+    op->dst_mem = p->dst_mem;
     op->flags = flags | (f->multi ? CD_COPY_LOCK : 0);
     op->lane = lane;
     op->ndevices = f->ndevices;
     op->stage_min = f->stage_min;
     op->pack_below = f->pack_below;
-    if (dst_d != NULL) {
-        mems[nmems++] = *dst_d;
-        op->dst_mem = nmems;
-    }
-    if (src_d != NULL) {
-        mems[nmems++] = *src_d;
-        op->src_mem = nmems;
-    }
     int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
-    return cd_copy(f->slots, nslots, f->primary, op, NULL, 0, mems);
+    return cd_copy(f->slots, nslots, f->primary, op, pieces + 1, n - 1, mems);
 }
 
-/* Go's answers: a length of 0 is done, a NULL or overflowing side an error. */
-static int cd_fast_args(uint64_t dst, uint64_t src, uint64_t len)
+int cd_fast_short(cd_fast_iface *f, int32_t lane, const cd_piece *piece, const cd_mdesc *mems,
+                  cd_err *err)
 {
-    return len != 0 && dst != 0 && src != 0 && dst <= UINT64_MAX - len && src <= UINT64_MAX - len;
-}
-
-int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
-                  const cd_mdesc *dst_d, const cd_mdesc *src_d, cd_err *err)
-{
-    if (!cd_fast_args(dst, src, len) || !cd_fast_enter(f, lane))
+    if (!cd_fast_args(piece) || !cd_fast_enter(f, lane))
         return CD_FAST_DECLINED;
     cd_copy_op op; /* core.Ep.short's request: a synchronous piece */
-    int st = cd_fast_copy(f, lane, CD_COPY_SYNC, dst, src, len, dst_d, src_d, &op);
+    int st = cd_fast_copy(f, lane, CD_COPY_SYNC, piece, 1, mems, &op);
     int rc = CD_FAST_DECLINED;
     if (st == CD_COPY_DONE && op.slot >= 0) {
-        cd_count_first(&f->slots[op.slot], op.dir, len);
+        cd_count(&f->slots[op.slot], op.dir, 1, piece->len);
         rc = op.err.entry < 0 ? CD_FAST_DONE : CD_FAST_DONE_WARN;
     } else if (st == CD_COPY_DRIVER_ERROR) {
         rc = CD_FAST_FAILED;
@@ -172,18 +167,28 @@ static void cd_book(cd_slot *slot, const cd_copy_op *op, uintptr_t comp)
         slot->event = slot->free_ev[--slot->nfree];
 }
 
-int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
-                  const cd_mdesc *dst_d, const cd_mdesc *src_d, uintptr_t comp, cd_err *err)
+int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, const cd_piece *pieces, int32_t n,
+                  const cd_mdesc *mems, uintptr_t comp, cd_err *err)
 {
-    if (!cd_fast_args(dst, src, len) || !cd_fast_enter(f, lane))
+    if (n < 1 || n > CD_MAX_RUN || (n > 1 && !f->runs))
         return CD_FAST_DECLINED;
-    cd_copy_op op; /* core.Ep.zcopy's request for an operation of one piece */
-    int st = cd_fast_copy(f, lane, CD_COPY_BOOK_C, dst, src, len, dst_d, src_d, &op);
+    uint64_t bytes = 0;
+    for (int32_t k = 0; k < n; k++) {
+        if (!cd_fast_args(&pieces[k]))
+            return CD_FAST_DECLINED;
+        bytes += pieces[k].len;
+    }
+    if (!cd_fast_enter(f, lane))
+        return CD_FAST_DECLINED;
+    /* core.Ep.zcopy's request: its pieces as one run, or nothing issued
+     * (CD_COPY_BOOK_C). */
+    cd_copy_op op;
+    int st = cd_fast_copy(f, lane, CD_COPY_BOOK_C | f->run_flags, pieces, n, mems, &op);
     int rc = CD_FAST_DECLINED;
     if (st == CD_COPY_QUEUED) {
         cd_slot *slot = &f->slots[op.slot];
         cd_book(slot, &op, comp);
-        cd_count_first(slot, op.dir, len);
+        cd_count(slot, op.dir, n, bytes);
         if (f->multi)
             cd_slot_unlock(slot);
         rc = op.err.entry < 0 ? CD_FAST_DONE : CD_FAST_DONE_WARN;

@@ -262,6 +262,8 @@ typedef struct cd_fast_iface {
     int32_t ndevices;
     int32_t multi;      /* a multi-thread iface: copies take the slots' locks */
     int32_t open;       /* atomic: 1 while the C steady state may run (core's Iface.Close clears it) */
+    uint32_t run_flags; /* core's Iface.runFlags (CD_COPY_RUN_LOOP or 0) */
+    int32_t runs;       /* core's Iface.runs: an operation's pieces may form runs */
     int32_t pad;
     uint64_t stage_min; /* cd_copy_op.stage_min */
     uint64_t pack_below;
@@ -281,22 +283,24 @@ typedef struct cd_fast_iface {
 cd_fast_iface *cd_fast_iface_new(int32_t cap, int32_t ndevices);
 void cd_fast_iface_free_tables(cd_fast_iface *f);
 
-/* A short copy of the C steady state. DONE: copied and counted. DECLINED:
- * nothing was issued or counted; the caller runs the Go export, which does
- * the whole call. FAILED: the driver failed it (*err, as cd_copy reports
- * it; nothing is left in flight) and DONE_WARN: copied and counted, but
+/* A short copy of the C steady state: piece (its src_mem and dst_mem index
+ * mems, 0 to classify). DONE: copied and counted. DECLINED: nothing was
+ * issued or counted; the caller runs the Go export, which does the whole
+ * call. FAILED: the driver failed it (*err, as cd_copy reports it;
+ * nothing is left in flight) and DONE_WARN: copied and counted, but
  * restoring the caller's context failed (*err): Go reports either
- * (cudadrv.FastShort*). dst_d and src_d: the sides' memory handle
- * descriptions, NULL to classify. */
+ * (core.FastOutcome). */
 enum { CD_FAST_DONE = 0, CD_FAST_DECLINED = 1, CD_FAST_FAILED = 2, CD_FAST_DONE_WARN = 3 };
-int cd_fast_short(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
-                  const cd_mdesc *dst_d, const cd_mdesc *src_d, cd_err *err);
+int cd_fast_short(cd_fast_iface *f, int32_t lane, const cd_piece *piece, const cd_mdesc *mems,
+                  cd_err *err);
 
-/* A zcopy of one piece in the C steady state, with completion comp: DONE
- * means queued and booked in the slot's inbox (the call returns
- * CUCOPY_INPROGRESS), the others as cd_fast_short's. */
-int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, uint64_t dst, uint64_t src, uint64_t len,
-                  const cd_mdesc *dst_d, const cd_mdesc *src_d, uintptr_t comp, cd_err *err);
+/* A zcopy in the C steady state: the operation's n non-empty pieces (their
+ * src_mem and dst_mem index mems, 0 to classify), with completion comp,
+ * issued as one run on one queue or not at all. DONE means queued and
+ * booked in the slot's inbox (the call returns CUCOPY_INPROGRESS), the
+ * others as cd_fast_short's. */
+int cd_fast_zcopy(cd_fast_iface *f, int32_t lane, const cd_piece *pieces, int32_t n,
+                  const cd_mdesc *mems, uintptr_t comp, cd_err *err);
 
 /* Progress and event fd (cd_progress.c). */
 /* cd_err.entry of a context whose incarnation ended (reset, driver gone):

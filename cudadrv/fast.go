@@ -31,6 +31,8 @@ type FastIface struct {
 	ndevices  int32
 	multi     int32
 	open      atomic.Int32
+	runFlags  uint32
+	runs      int32
 	_         int32
 	stageMin  uint64
 	packBelow uint64
@@ -47,7 +49,7 @@ const FastLanes = C.CD_FAST_LANES
 // NewFastIface makes an iface's record with a slot table of capacity slots
 // and a primary table of ndevices entries, all zero and closed to the C
 // steady state; FreeTables gives the tables back.
-func NewFastIface(capacity, ndevices int, multi bool, stageMin, packBelow, ctxSerial uint64) *FastIface {
+func NewFastIface(capacity, ndevices int, multi, runs bool, runFlags uint32, stageMin, packBelow, ctxSerial uint64) *FastIface {
 	p := C.cd_fast_iface_new(C.int32_t(capacity), C.int32_t(ndevices))
 	if p == nil {
 		panic("cucopy: out of memory for an iface's slot table")
@@ -56,6 +58,10 @@ func NewFastIface(capacity, ndevices int, multi bool, stageMin, packBelow, ctxSe
 	if multi {
 		f.multi = 1
 	}
+	if runs {
+		f.runs = 1
+	}
+	f.runFlags = runFlags
 	f.stageMin, f.packBelow, f.ctxSerial = stageMin, packBelow, ctxSerial
 	return f
 }

@@ -48,6 +48,8 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.open)-unsafe.Offsetof(C.cd_fast_iface{}.open)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.users)-unsafe.Offsetof(C.cd_fast_iface{}.users)]
 	_ = [1]struct{}{}[unsafe.Sizeof(FastIface{}.users[0])-64]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.runFlags)-unsafe.Offsetof(C.cd_fast_iface{}.run_flags)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.runs)-unsafe.Offsetof(C.cd_fast_iface{}.runs)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.stageMin)-unsafe.Offsetof(C.cd_fast_iface{}.stage_min)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.ctxSerial)-unsafe.Offsetof(C.cd_fast_iface{}.ctx_serial)]
 
