@@ -101,7 +101,7 @@ func cucopyGoEpShort(h C.uint64_t, how C.int, buffer C.uintptr_t, memh C.uint64_
 }
 
 // cucopyGoFastReport reports a copy the C steady state ran (capi/fast.c,
-// capi_fast's how) and the driver failed (st CD_FAST_FAILED: the call's
+// capi_fast_short's or capi_fast_zcopy's how) and the driver failed (st CD_FAST_FAILED: the call's
 // error), or that was issued but left its context with an error
 // (CD_FAST_DONE_WARN: logged; a zcopy is then in progress): (entry,
 // result) is the driver call. The copy's own outcome, whatever became of

@@ -433,11 +433,9 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     int detach = *locked && !sync && run->blocking;
     /* The C steady state books what it queues in the slot's inbox
      * (cd_fast.c), under the lock it holds from this check on: without
-     * room there, or for a piece that would detach (it would book after
-     * letting the lock go, when the room may be taken), it leaves the copy
-     * to Go. */
-    if ((op->flags & CD_COPY_BOOK_C) &&
-        (detach || slot->inbox == NULL || slot->inbox->count >= CD_INBOX_CAP))
+     * room there, it leaves the copy to Go. (A piece that would detach never
+     * gets here: cd_copy declined it before taking the lock.) */
+    if ((op->flags & CD_COPY_BOOK_C) && (slot->inbox == NULL || slot->inbox->count >= CD_INBOX_CAP))
         return CD_COPY_NEED_BOOKING;
     /* Join only the newest entry of the queue, while progress has not queried
      * it (copy.go, step 7). */
@@ -599,9 +597,13 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage && op->height == 0)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
-    /* The C steady state books an operation as one queue entry: all of its
-     * pieces must form this run (cd_fast.c); else Go issues it. */
-    if ((op->flags & CD_COPY_BOOK_C) && run.n != nmore)
+    /* The C steady state books an operation as one queue entry, under the
+     * slot's lock throughout: all of its pieces must form this run, and the
+     * run must not detach (pageable host memory with the lock: it would let
+     * the lock go during its enqueue, and another thread could take the
+     * inbox's room); else Go issues it (cd_fast.c). */
+    if ((op->flags & CD_COPY_BOOK_C) &&
+        (run.n != nmore || ((op->flags & CD_COPY_LOCK) && run.blocking)))
         return CD_COPY_NEED_BOOKING;
     int s = cd_find_slot(slots, nslots, id, ctx, op->lane);
     op->ctx = ctx;

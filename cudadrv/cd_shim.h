@@ -109,10 +109,12 @@ typedef struct cd_slot {
     struct cd_inbox *inbox; /* pieces the C steady state queued, for core to book; NULL until made */
 } cd_slot;
 
-/* A zcopy piece the C steady state queued on a slot (cd_fast_zcopy), under
- * the slot's lock throughout (never detached): its event, completion and
- * queue; core books it as an operation of one piece (cudadrv.Booking,
- * core's drainInbox) before it reads or pushes the slot's queues. */
+/* A zcopy the C steady state queued on a slot (cd_fast_zcopy): its pieces,
+ * one run, are one queue entry with one event, issued under the slot's
+ * lock throughout (never detached); the booking names the event, the
+ * completion and the queue; core books it as an operation with one entry
+ * in flight (cudadrv.Booking, core's drainInbox) before it reads or pushes
+ * the slot's queues. */
 typedef struct cd_booking {
     uintptr_t event;
     uintptr_t comp;
