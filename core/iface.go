@@ -156,6 +156,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		serial: ifaceSerials.Add(1),
 		est:    newEstimator(c.cfg),
 	}
+	cudadrv.FreeRetired() // the C memory of ifaces collected since the last open
 	i.stage.init(c.cfg.Stage)
 	i.packBelow = c.cfg.PackBelow
 	i.runs = c.cfg.IOVBatch != IOVBatchOff
@@ -163,16 +164,16 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		i.runFlags = cudadrv.CopyRunLoop
 	}
 	if cudadrv.Native(c.drv) {
-		// The C steady state reads the tables: C memory. Freed when the
-		// iface is collected (a C ABI call may come after its close;
-		// the record's open word turns it away). Also with
+		// The C steady state reads the tables: C memory. Freed after the
+		// iface is collected, at a later open (a C ABI call may come after
+		// its close; the record's open word turns it away). Also with
 		// CUCOPY_C_STEADY=off, which only keeps the record closed: the
 		// table passed to cd_copy must not be Go memory, whose slots hold
 		// pointers (to their C buffers) that cgo's pointer check would
 		// scan, the whole table, on every copy.
 		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.runs, i.runFlags, i.stage.min, i.packBelow, c.serial)
 		i.slots, i.primary, i.nslots, i.pq = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots, i.fast.Queries()
-		runtime.AddCleanup(i, (*cudadrv.FastIface).FreeTables, i.fast)
+		runtime.AddCleanup(i, (*cudadrv.FastIface).Retire, i.fast)
 		if !c.cfg.GoOnly {
 			i.fast.Open()
 		}
@@ -182,7 +183,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		// event stacks are C memory.
 		i.slots, i.primary, i.nslots = make([]cudadrv.Slot, MaxSlots), make([]cudadrv.Context, c.devices), new(atomic.Int32)
 		i.pq = make([]cudadrv.SlotQuery, MaxSlots)
-		runtime.AddCleanup(i, cudadrv.FreeSlotBuffers, i.slots)
+		runtime.AddCleanup(i, cudadrv.RetireSlotBuffers, i.slots)
 	}
 	i.mu.multi, i.flushMu.multi, i.readyMu.multi = i.multi, i.multi, i.multi
 	i.booked.iface, i.booked.mu.multi = i, i.multi

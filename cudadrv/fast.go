@@ -15,6 +15,7 @@ import "C"
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -48,7 +49,7 @@ const FastLanes = C.CD_FAST_LANES
 
 // NewFastIface makes an iface's record with a slot table of capacity slots
 // and a primary table of ndevices entries, all zero and closed to the C
-// steady state; FreeTables gives the tables back.
+// steady state; Retire gives the tables back.
 func NewFastIface(capacity, ndevices int, multi, runs bool, runFlags uint32, stageMin, packBelow, ctxSerial uint64) *FastIface {
 	p := C.cd_fast_iface_new(C.int32_t(capacity), C.int32_t(ndevices))
 	if p == nil {
@@ -92,18 +93,51 @@ func (f *FastIface) Shut() {
 	}
 }
 
-// FreeTables shuts the record and frees its tables (with their slots'
-// buffers); the record stays, closed.
-func (f *FastIface) FreeTables() {
+// Retire hands the record's tables (with their slots' buffers) to
+// FreeRetired: for a cleanup, which runs at a time of the garbage
+// collector's choosing and so makes no cgo call (a program measuring its
+// calls into C would see it).
+func (f *FastIface) Retire() { retire(func() { f.freeTables() }) }
+
+// RetireSlotBuffers hands the free stacks and inboxes of slots in Go memory
+// (an iface on a Go fake) to FreeRetired.
+func RetireSlotBuffers(slots []Slot) {
+	retire(func() {
+		if len(slots) > 0 {
+			C.cd_slots_free_buffers((*C.cd_slot)(unsafe.Pointer(&slots[0])), C.int32_t(len(slots)))
+		}
+	})
+}
+
+// freeTables shuts the record and frees its tables; the record stays,
+// closed.
+func (f *FastIface) freeTables() {
 	f.Shut()
 	C.cd_fast_iface_free_tables((*C.cd_fast_iface)(unsafe.Pointer(f)))
 }
 
-// FreeSlotBuffers frees the free stacks and inboxes of slots in Go memory
-// (an iface without the C steady state); nothing may use them after.
-func FreeSlotBuffers(slots []Slot) {
-	if len(slots) > 0 {
-		C.cd_slots_free_buffers((*C.cd_slot)(unsafe.Pointer(&slots[0])), C.int32_t(len(slots)))
+// retired is the C memory of ifaces the garbage collector found
+// unreachable, freed by the next FreeRetired.
+var retired struct {
+	mu    sync.Mutex
+	frees []func()
+}
+
+func retire(free func()) {
+	retired.mu.Lock()
+	retired.frees = append(retired.frees, free)
+	retired.mu.Unlock()
+}
+
+// FreeRetired frees what Retire and RetireSlotBuffers handed over: a cold
+// call (the core makes it when it opens an iface).
+func FreeRetired() {
+	retired.mu.Lock()
+	frees := retired.frees
+	retired.frees = nil
+	retired.mu.Unlock()
+	for _, free := range frees {
+		free()
 	}
 }
 
