@@ -147,9 +147,9 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 	}
 	c.ifaces++
 	i := &Iface{
-		ctx:     c,
-		drv:     c.drv,
-		params:  p,
+		ctx:    c,
+		drv:    c.drv,
+		params: p,
 		multi:  p.ThreadMode == ThreadMulti,
 		res:    make([]ctxResources, MaxSlots),
 		fd:     -1,

@@ -57,7 +57,7 @@ type ctxResources struct {
 	dead        bool // a tombstone: the context was released or ended
 	events      int  // events created (in queues, free, or in the slot)
 	queues      [cudadrv.NumAsyncKinds]eventQueue
-	serial      uint64               // this life's number in the iface (stats.go); under mu
+	serial      uint64 // this life's number in the iface (stats.go); under mu
 	lane        int32
 	polling     atomic.Bool // multi-thread: claimed by the thread popping the queues (Iface.tryClaim)
 }
