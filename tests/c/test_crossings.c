@@ -119,6 +119,15 @@ static void round_of(cucopy_iface_h iface, cucopy_ep_h ep, struct tc_buf *host,
         add(&res->issue, since(c));
         REQUIRE(st == CUCOPY_INPROGRESS);
     }
+    /* Let the copies finish on the device before the first progress call
+     * (the query counts below assume it; a sleep alone was not enough under
+     * emulation): the driver's own wait, not counted as a crossing. */
+    for (int k = 0; k < ntargets && k < ops; k++) {
+        cdContext c = tc_primary(tc_mem_kind_device(targets[k].dev->kind));
+        tc_push(c);
+        TD_CHECK(td.cuCtxSynchronize());
+        tc_pop(c);
+    }
     int left = ops;
     double deadline = tc_now() + 30;
     while (left > 0) {
