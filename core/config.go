@@ -38,6 +38,7 @@ type Stage struct {
 	Chunk     uint64 // the most bytes per pipeline step; a bounce buffer's size
 	Threads   uint32 // CPU copy threads per staged copy (the caller's included)
 	Pool      uint32 // bounce-buffer pairs per iface: staged copies at once
+	Small     uint64 // CUCOPY_STAGE_SMALL: D2H runs into pageable memory of at most this footprint are staged in one step; 0 never
 }
 
 // IOVBatch is how a zcopy issues consecutive iov entries that run on one
@@ -82,10 +83,16 @@ const (
 	DefaultStageChunk     = 16 << 20
 	DefaultStageThreads   = 8
 	DefaultStagePool      = 2
-	minStageChunk         = 64 << 10
-	maxStageChunk         = 1 << 30
-	maxStageThreads       = 64
-	maxStagePool          = 64
+	// Small staging (stage.go, runSmall): a device-to-pageable copy, or a
+	// run of them, of at most this footprint goes through a bounce buffer
+	// in one DMA, a wait and a CPU copy, instead of the driver's pageable
+	// path (cuMemcpyAsync to pageable memory returns only once it is
+	// done, and costs more than that).
+	DefaultStageSmall = 64 << 10
+	minStageChunk     = 64 << 10
+	maxStageChunk     = 1 << 30
+	maxStageThreads   = 64
+	maxStagePool      = 64
 )
 
 // LoadConfig reads the CUCOPY_* variables through getenv. An invalid value
@@ -97,7 +104,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		MaxEvents:  DefaultMaxEvents,
 		Lanes:      DefaultLanes,
 		LogLevel:   LogWarn,
-		Stage:      Stage{Threshold: DefaultStageThreshold, Chunk: DefaultStageChunk, Threads: DefaultStageThreads, Pool: DefaultStagePool},
+		Stage:      Stage{Threshold: DefaultStageThreshold, Chunk: DefaultStageChunk, Threads: DefaultStageThreads, Pool: DefaultStagePool, Small: DefaultStageSmall},
 	}
 	if v := getenv("CUCOPY_CUDA_DRIVER"); v != "" {
 		cfg.DriverPath = v
@@ -165,6 +172,12 @@ func loadStage(getenv func(string) string, st *Stage) error {
 	}
 	if st.Chunk, err = parseSize(getenv, "CUCOPY_STAGE_CHUNK", st.Chunk, minStageChunk, maxStageChunk); err != nil {
 		return err
+	}
+	if st.Small, err = parseSize(getenv, "CUCOPY_STAGE_SMALL", st.Small, 0, maxStageChunk); err != nil {
+		return err
+	}
+	if st.Small > st.Chunk {
+		return fmt.Errorf("CUCOPY_STAGE_SMALL=%d is larger than CUCOPY_STAGE_CHUNK=%d: want at most one bounce buffer", st.Small, st.Chunk)
 	}
 	if st.Threads, err = parseCount(getenv, "CUCOPY_STAGE_THREADS", st.Threads, maxStageThreads); err != nil {
 		return err

@@ -27,7 +27,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.Config{
 		DriverPath: "libcuda.so.1", MaxPoll: 16, MaxEvents: 4096, Lanes: 16, LogLevel: core.LogWarn, Stats: false,
-		Stage: core.Stage{Threshold: 32 << 20, Chunk: 16 << 20, Threads: 8, Pool: 2}, PackBelow: 32,
+		Stage: core.Stage{Threshold: 32 << 20, Chunk: 16 << 20, Threads: 8, Pool: 2, Small: 64 << 10}, PackBelow: 32,
 	}, cfg)
 }
 
@@ -68,6 +68,9 @@ func TestLoadConfigValid(t *testing.T) {
 		{"CUCOPY_STAGE_THREADS", "1", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(1), c.Stage.Threads) }},
 		{"CUCOPY_STAGE_THREADS", "64", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(64), c.Stage.Threads) }},
 		{"CUCOPY_STAGE_POOL", "64", func(t *testing.T, c core.Config) { assert.Equal(t, uint32(64), c.Stage.Pool) }},
+		{"CUCOPY_STAGE_SMALL", "0", func(t *testing.T, c core.Config) { assert.Zero(t, c.Stage.Small) }},
+		{"CUCOPY_STAGE_SMALL", "16k", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(16<<10), c.Stage.Small) }},
+		{"CUCOPY_STAGE_SMALL", "16M", func(t *testing.T, c core.Config) { assert.Equal(t, uint64(16<<20), c.Stage.Small) }},
 		{"CUCOPY_STAGE_CPU", " Memmove", func(t *testing.T, c core.Config) { assert.True(t, c.Stage.Memmove) }},
 		{"CUCOPY_STAGE_CPU", "kernel", func(t *testing.T, c core.Config) { assert.False(t, c.Stage.Memmove) }},
 	}
@@ -136,6 +139,9 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"CUCOPY_STAGE_POOL", "0"},
 		{"CUCOPY_STAGE_POOL", "65"},
 		{"CUCOPY_STAGE_CPU", "user"},
+		{"CUCOPY_STAGE_SMALL", "-1"},
+		{"CUCOPY_STAGE_SMALL", "2G"},
+		{"CUCOPY_STAGE_SMALL", "17M"}, // more than one bounce buffer (CUCOPY_STAGE_CHUNK 16M)
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {

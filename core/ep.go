@@ -338,6 +338,7 @@ type issueBuf struct {
 	req    cudadrv.CopyOp
 	pieces [MaxIOV]cudadrv.Piece
 	mem    memSides
+	staged [MaxIOV]cudadrv.Piece // small staging's DMAs (stage.go, runSmall)
 }
 
 // request is the buffer a copy is issued with: the iface's own on a
@@ -372,7 +373,7 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 	if i.multi {
 		req.Flags |= cudadrv.CopyLock
 	}
-	req.StageMin, req.PackBelow = i.stage.min, i.packBelow
+	req.StageMin, req.StageSmall, req.PackBelow = i.stage.min, i.stage.small, i.packBelow
 	for {
 		st := i.drv.Copy(i.slots[:i.nslots.Load()], i.primary, req, more, b.mem.mems[:b.mem.n])
 		if req.Err.Entry >= 0 && st != cudadrv.CopyDriverError {
@@ -408,11 +409,11 @@ func (i *Iface) issuePiece(api string, b *issueBuf, op *operation, first bool, m
 		case cudadrv.CopyQueued:
 			i.queuePiece(req, op, first, more[:req.Taken])
 			return st, nil
-		case cudadrv.CopyNeedStage: // large and pageable: staged here (stage.go), done when it returns
+		case cudadrv.CopyNeedStage: // pageable, large or small D2H: staged here (stage.go), done when it returns
 			if req.Flags&cudadrv.CopyPlan != 0 {
 				return st, nil // planning: staged when issued, with no event
 			}
-			if st, err := i.stagePiece(api, req, first); st == cudadrv.CopyDone || err != nil {
+			if st, err := i.stagePiece(api, b, first, more[:req.Taken]); st == cudadrv.CopyDone || err != nil {
 				return st, err
 			}
 		case cudadrv.CopyOutOfRange:

@@ -39,11 +39,20 @@ func newRig(t *testing.T, devices int, edit ...func(*core.IfaceParams)) *rig {
 // pieces join one event by re-recording it.
 var perPiece = map[string]string{"CUCOPY_IOV_BATCH": "off"}
 
-// newRigEnv is newRig with CUCOPY_* variables set in env.
+// newRigEnv is newRig with CUCOPY_* variables set in env. Small staging
+// is off unless env sets CUCOPY_STAGE_SMALL: the rigs' tests take the
+// fake's pageable memory as their host side, and small staging would
+// finish their device-to-host copies in the call instead of queueing them
+// (stage_test.go tests it).
 func newRigEnv(t *testing.T, devices int, env map[string]string, edit ...func(*core.IfaceParams)) *rig {
 	t.Helper()
 	drv := fakedrv.New(devices)
-	cfg, err := core.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := core.LoadConfig(func(k string) string {
+		if v, ok := env[k]; ok || k != "CUCOPY_STAGE_SMALL" {
+			return v
+		}
+		return "0"
+	})
 	require.NoError(t, err)
 	ctx, err := core.NewContext(drv, cfg)
 	require.NoError(t, err)

@@ -171,7 +171,7 @@ func (c *Context) OpenIface(p IfaceParams) (*Iface, error) {
 		// table passed to cd_copy must not be Go memory, whose slots hold
 		// pointers (to their C buffers) that cgo's pointer check would
 		// scan, the whole table, on every copy.
-		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.runs, i.runFlags, i.stage.min, i.packBelow, c.serial)
+		i.fast = cudadrv.NewFastIface(MaxSlots, c.devices, i.multi, i.runs, i.runFlags, i.stage.min, i.stage.small, i.packBelow, c.serial)
 		i.slots, i.primary, i.nslots, i.pq = i.fast.Slots(), i.fast.Primary(), &i.fast.NSlots, i.fast.Queries()
 		runtime.AddCleanup(i, (*cudadrv.FastIface).Retire, i.fast)
 		if !c.cfg.GoOnly {

@@ -24,11 +24,18 @@ import (
 // runs it to its end before it returns: a staged piece is done, as a CPU
 // copy is. Driver calls (StageStep: push, synchronize, enqueue, pop) are
 // made by the calling goroutine only; the goroutines copy memory.
+//
+// Small staging: a device-to-pageable piece of at most CUCOPY_STAGE_SMALL
+// bytes, with the pieces of its operation that run with it and fit in the
+// same room, goes through one bounce buffer in one step (runSmall): every
+// DMA, then one wait, then the CPU copies out. The driver's own path for
+// such a copy returns only once it is done, one copy at a time.
 
 // stager is an iface's staging settings and its pool of bounce-buffer
 // pairs. The pool's lock is a leaf.
 type stager struct {
 	min     uint64 // cudadrv.CopyOp.StageMin: 0 off
+	small   uint64 // cudadrv.CopyOp.StageSmall: 0 off
 	chunk   uint64 // one bounce buffer's size
 	threads int
 	pool    int  // pairs at most per context, in use or free
@@ -58,16 +65,19 @@ type bounce struct {
 func (st *stager) init(cfg Stage) {
 	st.chunk, st.threads, st.pool, st.memmove = cfg.Chunk, int(cfg.Threads), int(cfg.Pool), cfg.Memmove
 	if !cfg.Off {
-		st.min = cfg.Threshold
+		st.min, st.small = cfg.Threshold, cfg.Small
 	}
 }
 
-// stagePiece runs req, which Copy answered CopyNeedStage for: CopyDone
-// when it was staged (and counted); CopyNeedStage with req.StageMin 0 when
-// no bounce buffer can be had (the caller retries on the driver's path);
+// stagePiece runs b.req, which Copy answered CopyNeedStage for, with the
+// run that small staging took with it: CopyDone when it was staged (and
+// counted; req.Taken still says how many of the operation's pieces went
+// with it); CopyNeedStage with req.StageMin and req.StageSmall 0 when no
+// bounce buffer can be had (the caller retries on the driver's path);
 // CopyNeedSlot when the slot changed meanwhile (the caller retries); an
 // error with nothing left in flight.
-func (i *Iface) stagePiece(api string, req *cudadrv.CopyOp, first bool) (cudadrv.CopyStatus, error) {
+func (i *Iface) stagePiece(api string, ib *issueBuf, first bool, run []cudadrv.Piece) (cudadrv.CopyStatus, error) {
+	req := &ib.req
 	if req.Dir == cudadrv.KindH2D && i.nfence.Load() > 0 {
 		// The CPU reads the source before any stream could wait: as for a
 		// host to host copy, the work before a fence finishes first.
@@ -85,17 +95,56 @@ func (i *Iface) stagePiece(api string, req *cudadrv.CopyOp, first bool) (cudadrv
 	}
 	b := i.stage.take(i.drv, req.Ctx, req.CtxID)
 	if b == nil {
-		req.StageMin = 0
+		req.StageMin, req.StageSmall = 0, 0
 		return cudadrv.CopyNeedStage, nil
 	}
-	err := i.runStaged(api, req, stream, b)
+	device := int32(i.res[s].device) // the slot is ours (pinSlot) until we return
+	var err error
+	if req.Len < req.StageMin {
+		err = i.runSmall(api, ib, run, stream, device, b)
+	} else {
+		err = i.runStaged(api, req, stream, device, b)
+	}
 	i.stage.put(b)
 	if err != nil {
 		return cudadrv.CopyDriverError, err
 	}
-	req.Taken = 0
-	i.countCopy(req, first, nil)
+	i.countCopy(req, first, run)
 	return cudadrv.CopyDone, nil
+}
+
+// runSmall copies ib.req and its run, device to pageable memory, through
+// b on stream in one step: each piece's DMA into b (piece k at the sum of
+// the earlier pieces' StageSpans, cudadrv/copy.go step 7), one wait for
+// them all, then each piece copied out on the CPU. Whatever fails, no DMA
+// is left running when it returns, except behind a failed wait (then b is
+// suspect).
+func (i *Iface) runSmall(api string, ib *issueBuf, run []cudadrv.Piece, stream cudadrv.Stream, device int32, b *bounce) error {
+	req := &ib.req
+	base := uint64(uintptr(unsafe.Pointer(&b.mem[0])))
+	dma := ib.staged[:len(run)+1]
+	dma[0] = cudadrv.Piece{Dst: base, Src: req.Src, Len: req.Len}
+	off := cudadrv.StageSpan(req.Len)
+	for k := range run {
+		dma[k+1] = cudadrv.Piece{Dst: base + off, Src: run[k].Src, Len: run[k].Len}
+		off += cudadrv.StageSpan(run[k].Len)
+	}
+	if off > uint64(len(b.mem)) { // Copy keeps a run within StageSmall, at most one chunk
+		return errorf(ErrInternal, api, "a small staged run of %d bytes exceeds its bounce buffer of %d", off, len(b.mem))
+	}
+	if err := i.drv.StageStep(req.Ctx, stream, cudadrv.StageWaitAfter, device, cudadrv.KindD2H, dma); err != nil {
+		b.suspect = true // the wait may have failed: do not reuse b before its context is gone
+		return driverError(api, fmt.Sprintf("staging %d copies to pageable memory", len(dma)), err)
+	}
+	if err := i.stage.copy(api, req.Dst, base, req.Len); err != nil {
+		return err
+	}
+	for k := range run {
+		if err := i.stage.copy(api, run[k].Dst, dma[k+1].Dst, run[k].Len); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pinSlot returns the stream of req's kind on slot s and, on multi-thread
@@ -119,14 +168,23 @@ func (i *Iface) pinSlot(s int, req *cudadrv.CopyOp) cudadrv.Stream {
 // CPU while the other one's DMA runs, D2H the reverse. Whatever fails, no
 // DMA is left running when it returns, except behind a failed stream wait
 // (then b is suspect).
-func (i *Iface) runStaged(api string, req *cudadrv.CopyOp, stream cudadrv.Stream, b *bounce) error {
+func (i *Iface) runStaged(api string, req *cudadrv.CopyOp, stream cudadrv.Stream, device int32, b *bounce) error {
 	st := &i.stage
 	base := uint64(uintptr(unsafe.Pointer(&b.mem[0])))
 	buf := [2]uint64{base, base + st.chunk}
 	chunk := st.chunkFor(req.Len)
 	n := req.Len
 	step := func(wait bool, dst, src, len uint64) error {
-		if err := i.drv.StageStep(req.Ctx, stream, wait, dst, src, len); err != nil {
+		flags := uint32(0)
+		if wait {
+			flags = cudadrv.StageWaitBefore
+		}
+		p := [1]cudadrv.Piece{{Dst: dst, Src: src, Len: len}}
+		np := 0
+		if len > 0 {
+			np = 1
+		}
+		if err := i.drv.StageStep(req.Ctx, stream, flags, device, req.Dir, p[:np]); err != nil {
 			b.suspect = true // the wait may have failed: do not reuse b before its context is gone
 			return driverError(api, fmt.Sprintf("staging a pageable copy of %d bytes", n), err)
 		}

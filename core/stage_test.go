@@ -353,3 +353,187 @@ func TestStagePoolPerContext(t *testing.T) {
 		}
 	}
 }
+
+// Small staging (stage.go, runSmall): the fake's defaults but for
+// CUCOPY_STAGE_SMALL.
+var smallStaging = withEnv(staging, "CUCOPY_STAGE_SMALL", "4K")
+
+// A device-to-pageable copy of at most CUCOPY_STAGE_SMALL bytes is done
+// when the call returns, in one staging step; a larger one, one into
+// pinned memory and a host-to-device one take the driver's path. Short
+// copies too. Data verified.
+func TestStageSmallData(t *testing.T) {
+	r := newRigEnv(t, 1, smallStaging)
+	for _, c := range []struct {
+		n           int
+		pinned, put bool
+		staged      bool
+		name        string
+	}{
+		{1, false, false, true, "1 B d2h"},
+		{8, false, false, true, "8 B d2h"},
+		{4096, false, false, true, "4 KiB d2h"},
+		{4097, false, false, false, "4 KiB + 1 d2h"},
+		{8, true, false, false, "8 B d2h pinned"},
+		{8, false, true, false, "8 B h2d"},
+	} {
+		host := r.drv.Pageable(c.n+3) + 3
+		if c.pinned {
+			host = r.drv.AllocHost(c.n+3, true) + 3
+		}
+		dev := r.drv.AllocDevice(0, c.n+3) + 1
+		src, dst := dev, host
+		if c.put {
+			src, dst = host, dev
+		}
+		want := fill(r.drv, src, c.n, byte(c.n))
+		steps := r.drv.Calls("StageStep")
+		var st core.Status
+		if c.put {
+			st = r.put(host, dev, c.n, 1)
+		} else {
+			st = r.get(host, dev, c.n, 1)
+		}
+		if c.staged {
+			assert.Equal(t, core.OK, st, c.name)
+			assert.Equal(t, steps+1, r.drv.Calls("StageStep"), c.name+": one step")
+			assert.Zero(t, r.drv.Pending(), c.name+": nothing left in flight")
+		} else {
+			assert.Equal(t, core.InProgress, st, c.name)
+			assert.Equal(t, steps, r.drv.Calls("StageStep"), c.name+": the driver's path")
+			assert.Len(t, r.finish(), 1, c.name)
+		}
+		eqBytes(t, want, r.drv.Bytes(dst, c.n), c.name)
+
+		fill(r.drv, dst, c.n, 0)
+		steps = r.drv.Calls("StageStep")
+		require.NoError(t, r.ep.Short(c.put, uintptr(host), uint64(c.n), dev), c.name+" short")
+		assert.Equal(t, c.staged, r.drv.Calls("StageStep") == steps+1, c.name+" short: staged")
+		eqBytes(t, want, r.drv.Bytes(dst, c.n), c.name+" short")
+	}
+	r.close()
+	assert.Zero(t, r.drv.Foreign(), "unregistered at close")
+}
+
+// A batch of device-to-pageable copies is one staging step while their
+// room (each rounded up to cudadrv.StageAlign) fits CUCOPY_STAGE_SMALL: 16
+// × 8 B in one step, 3 × 1500 B in two (two fit 4 KiB), and a pinned entry
+// in the middle splits the batch (it is queued). Every byte verified.
+func TestStageSmallRuns(t *testing.T) {
+	cases := []struct {
+		name   string
+		lens   []int
+		pinned int // the entry into pinned memory, or -1
+		steps  int
+	}{
+		{"16x8B", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}, -1, 1},
+		{"3x1500B", []int{1500, 1500, 1500}, -1, 2},
+		{"4096+1", []int{4096, 1}, -1, 2},
+		{"aligned", []int{4032, 64}, -1, 1},
+		{"pinned in the middle", []int{8, 8, 8, 8, 8}, 2, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRigEnv(t, 1, smallStaging)
+			var b []core.BatchCopy
+			var want [][]byte
+			for k, n := range c.lens {
+				dev := r.drv.AllocDevice(0, n+1) + 1
+				want = append(want, fill(r.drv, dev, n, byte(10+k)))
+				host := r.drv.Pageable(n)
+				if k == c.pinned {
+					host = r.drv.AllocHost(n, true)
+				}
+				b = append(b, core.BatchCopy{Dst: host, Src: dev, Len: uint64(n)})
+			}
+			st, err := r.ep.Batch(b, 1)
+			require.NoError(t, err)
+			assert.Equal(t, c.steps, r.drv.Calls("StageStep"), "staging steps")
+			if c.pinned < 0 {
+				assert.Equal(t, core.OK, st, "done in the call")
+				assert.Empty(t, r.finish(), "no completion")
+			} else {
+				assert.Equal(t, core.InProgress, st)
+				assert.Len(t, r.finish(), 1, "one completion")
+			}
+			for k := range b {
+				eqBytes(t, want[k], r.drv.Bytes(b[k].Dst, c.lens[k]), "entry %d", k)
+			}
+		})
+	}
+}
+
+// CUCOPY_STAGE_SMALL=0, and CUCOPY_STAGE=off: the driver's path.
+func TestStageSmallOff(t *testing.T) {
+	for _, env := range []map[string]string{withEnv(smallStaging, "CUCOPY_STAGE_SMALL", "0"), withEnv(smallStaging, "CUCOPY_STAGE", "off")} {
+		r := newRigEnv(t, 1, env)
+		host, dev := r.drv.Pageable(8), r.drv.AllocDevice(0, 8)
+		want := fill(r.drv, dev, 8, 5)
+		assert.Equal(t, core.InProgress, r.get(host, dev, 8, 1))
+		assert.Len(t, r.finish(), 1)
+		eqBytes(t, want, r.drv.Bytes(host, 8))
+		assert.Zero(t, r.drv.Calls("StageStep"))
+	}
+}
+
+// The staging step fails (the DMAs or the wait): the batch is an error,
+// nothing is left in flight and no completion comes; the pair is not
+// reused and the next batch stages correctly. A pool that cannot be
+// pinned sends the copies to the driver's path.
+func TestStageSmallFailures(t *testing.T) {
+	batch := func(r *rig) ([]core.BatchCopy, [][]byte) {
+		var b []core.BatchCopy
+		var want [][]byte
+		for k := range 4 {
+			dev := r.drv.AllocDevice(0, 16)
+			want = append(want, fill(r.drv, dev, 16, byte(k+1)))
+			b = append(b, core.BatchCopy{Dst: r.drv.Pageable(16), Src: dev, Len: 16})
+		}
+		return b, want
+	}
+	r := newRigEnv(t, 1, smallStaging)
+	r.drv.Fail("StageStep", 1, fakedrv.ErrIllegalAddress)
+	b, _ := batch(r)
+	_, err := r.ep.Batch(b, 1)
+	errStatus(t, core.ErrCUDA, err)
+	assert.Zero(t, r.drv.Pending(), "nothing in flight after the error")
+	assert.Empty(t, r.finish(), "no completion")
+	b, want := batch(r)
+	st, err := r.ep.Batch(b, 2)
+	require.NoError(t, err)
+	assert.Equal(t, core.OK, st)
+	for k := range b {
+		eqBytes(t, want[k], r.drv.Bytes(b[k].Dst, 16), "entry %d", k)
+	}
+	assert.Equal(t, 2, r.drv.Foreign(), "the failed pair is not reused")
+	r.close()
+	assert.Zero(t, r.drv.Foreign())
+
+	r = newRigEnv(t, 1, smallStaging)
+	r.drv.Fail("HostRegister", 1, cudadrv.ErrorOutOfMemory)
+	b, want = batch(r)
+	st, err = r.ep.Batch(b, 1)
+	require.NoError(t, err)
+	assert.Equal(t, core.InProgress, st, "the driver's path")
+	assert.Len(t, r.finish(), 1)
+	for k := range b {
+		eqBytes(t, want[k], r.drv.Bytes(b[k].Dst, 16), "entry %d", k)
+	}
+	assert.Zero(t, r.drv.Calls("StageStep"))
+}
+
+// A small staged copy runs after the endpoint's earlier copy on the same
+// stream (the same context and direction), still in flight: both write the
+// same host bytes and the staged (later) one's must stay.
+func TestStageSmallOrder(t *testing.T) {
+	r := newRigEnv(t, 1, smallStaging)
+	const big = 8192 // too large for small staging: queued
+	host := r.drv.Pageable(big)
+	d1, d2 := r.drv.AllocDevice(0, big), r.drv.AllocDevice(0, 64)
+	fill(r.drv, d1, big, 1)
+	want := fill(r.drv, d2, 64, 2)
+	require.Equal(t, core.InProgress, r.get(host, d1, big, 1))
+	require.Equal(t, core.OK, r.get(host, d2, 64, 2))
+	assert.Len(t, r.finish(), 1)
+	eqBytes(t, want, r.drv.Bytes(host, 64))
+}

@@ -172,8 +172,18 @@ type Interface interface {
 
 	// StageStep is one step of a copy the core stages through its pinned
 	// bounce buffers (CopyNeedStage; core/stage.go), in ctx (pushed if not
-	// current): with wait, synchronize stream first; then, with n > 0,
-	// enqueue the copy of n bytes from src to dst on it. An enqueue that
-	// fails synchronizes the stream: nothing stays in flight on an error.
-	StageStep(ctx Context, stream Stream, wait bool, dst, src, n uint64) error
+	// current): with StageWaitBefore, synchronize stream first; then
+	// enqueue the contiguous pieces on it (several: one batch where the
+	// driver has it, device the ordinal of their device-side memory and
+	// kind KindH2D or KindD2H for its location hints); then with
+	// StageWaitAfter synchronize it again. An enqueue that fails
+	// synchronizes the stream: nothing stays in flight on an error but
+	// behind a failed wait.
+	StageStep(ctx Context, stream Stream, flags uint32, device, kind int32, pieces []Piece) error
 }
+
+// StageStep's flags.
+const (
+	StageWaitBefore = C.CD_STAGE_WAIT_BEFORE
+	StageWaitAfter  = C.CD_STAGE_WAIT_AFTER
+)

@@ -178,6 +178,8 @@ typedef struct cd_run {
     int32_t stage;    /* the piece goes to the library's staging (CD_COPY_NEED_STAGE) */
     struct cd_memcpy_attr attr;
     uint64_t stage_min; /* cd_copy_op.stage_min */
+    uint64_t stage_small; /* cd_copy_op.stage_small */
+    uint64_t gather;    /* small staging: the run's footprint in the bounce buffer so far, else 0 */
     cd_mem src;         /* the piece's own sides (a 2-D piece's memory types) */
     cd_mem dst;
     int32_t pack;       /* a 2-D piece for the pack path, if the slot has scratch (copy.go) */
@@ -188,6 +190,20 @@ typedef struct cd_run {
 static int cd_pageable(const cd_mem *m)
 {
     return cd_is_host(m) && m->type == 0;
+}
+
+/* A piece's room in a bounce buffer under small staging (CD_STAGE_ALIGN). */
+static uint64_t cd_stage_span(uint64_t len)
+{
+    return (len + CD_STAGE_ALIGN - 1) & ~(uint64_t)(CD_STAGE_ALIGN - 1);
+}
+
+/* Small staging (copy.go, step 7): a contiguous D2H piece into pageable
+ * host memory whose footprint fits op->stage_small. */
+static int cd_stages_small(uint64_t stage_small, int kind, const cd_mem *dst, uint64_t len)
+{
+    return stage_small != 0 && kind == CD_KIND_D2H && cd_pageable(dst) &&
+           len <= stage_small && cd_stage_span(len) <= stage_small;
 }
 
 static struct cd_mem_location cd_location(const cd_mem *m)
@@ -247,6 +263,14 @@ static void cd_extend_run(cd_run *run, const cd_piece *more, int32_t nmore, cons
             return;
         if (run->stage_min != 0 && p->len >= run->stage_min && (cd_pageable(&s) || cd_pageable(&d)))
             return; /* staged by its own call */
+        int small = cd_stages_small(run->stage_small, k, &d, p->len);
+        if (run->gather != 0) { /* a staged run takes only what fits its bounce buffer */
+            if (!small || run->gather + cd_stage_span(p->len) > run->stage_small)
+                return;
+            run->gather += cd_stage_span(p->len);
+        } else if (small) {
+            return; /* staged by its own call */
+        }
         run->blocking |= cd_pageable(&s) || cd_pageable(&d);
     }
 }
@@ -416,8 +440,10 @@ static int cd_issue(cd_slot *slot, int s, uintptr_t ctx, int kind, uintptr_t pee
     if (slot->fence & (1u << op->kind))
         return CD_COPY_NEED_FENCE;
     int sync = (op->flags & CD_COPY_SYNC) != 0;
-    if (run->stage) /* also when planning: a staged piece takes no event */
+    if (run->stage) { /* also when planning: a staged piece takes no event */
+        op->taken = run->n; /* small staging's run; 0 for a large piece */
         return CD_COPY_NEED_STAGE; /* Go stages it on this stream (copy.go, step 7) */
+    }
     uint64_t scratch = 0;
     if (run->pack && !(slot->scratch_off & (1u << op->kind))) {
         if (slot->scratch_size[op->kind] < op->len * op->height)
@@ -591,10 +617,15 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
     }
     /* The run is found before the slot's lock is taken: its pointer queries
      * cost about as much as the issue itself. */
-    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min, src, dst,
-                  cd_packs(op, kind, &src, &dst)};
+    cd_run run = {NULL, 0, cd_pageable(&src) || cd_pageable(&dst), 0, {0}, op->stage_min,
+                  op->stage_small, 0, src, dst, cd_packs(op, kind, &src, &dst)};
     run.stage = run.blocking && op->stage_min != 0 && op->len >= op->stage_min && op->height == 0;
-    if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && !run.stage && op->height == 0)
+    if (!run.stage && op->height == 0 && cd_stages_small(op->stage_small, kind, &dst, op->len)) {
+        run.stage = 1; /* with the D2H pieces after it that fit the same bounce buffer */
+        run.gather = cd_stage_span(op->len);
+    }
+    if (!(op->flags & CD_COPY_SYNC) && nmore > 0 && (!run.stage || run.gather != 0) &&
+        op->height == 0)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
     /* The C steady state books an operation as one queue entry, under the

@@ -126,6 +126,7 @@ static int cd_fast_copy(const cd_fast_iface *f, int32_t lane, uint32_t flags,
     op->ndevices = f->ndevices;
     op->stage_min = f->stage_min;
     op->pack_below = f->pack_below;
+    op->stage_small = f->stage_small;
     int32_t nslots = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
     return cd_copy(f->slots, nslots, f->primary, op, pieces + 1, n - 1, mems);
 }

@@ -227,7 +227,13 @@ typedef struct cd_copy_op {
     uint64_t src_pitch;
     uint64_t dst_pitch;
     uint64_t pack_below; /* in: pack 2-D rows narrower than this (copy.go); 0 never */
+    uint64_t stage_small; /* in: NEED_STAGE for D2H runs into pageable memory of at most this footprint (copy.go); 0 off */
 } cd_copy_op;
+
+/* Small staging's layout of a run in a bounce buffer (copy.go, step 7):
+ * each piece at the sum of the earlier pieces' lengths, each rounded up to
+ * this. */
+#define CD_STAGE_ALIGN 64
 
 /* A piece that may join the run of cd_copy's (cudadrv.Piece). */
 typedef struct cd_piece {
@@ -270,6 +276,7 @@ typedef struct cd_fast_iface {
     uint64_t stage_min; /* cd_copy_op.stage_min */
     uint64_t pack_below;
     uint64_t ctx_serial; /* the cucopy context's (core.Context.Serial): a memory handle must be of it */
+    uint64_t stage_small; /* cd_copy_op.stage_small */
     /* Per lane (an endpoint's), the C ABI calls inside the C steady state
      * now: atomics, each on a cache line of its own, so that threads on
      * their own lanes share none. */
@@ -398,8 +405,13 @@ int cd_mem_free(uintptr_t ctx, int32_t kind, uint64_t ptr, cd_err *err);
 int cd_host_register(uintptr_t ctx, uint64_t ptr, uint64_t bytes, cd_err *err);
 int cd_host_unregister(uintptr_t ctx, uint64_t ptr, cd_err *err);
 
-/* One step of a copy staged through pinned bounce buffers (cd_stage.c). */
-int cd_stage_step(uintptr_t ctx, uintptr_t stream, int32_t wait, uint64_t dst, uint64_t src,
-                  uint64_t len, cd_err *err);
+/* One step of a copy staged through pinned bounce buffers (cd_stage.c):
+ * with CD_STAGE_WAIT_BEFORE the stream is synchronized first, then the n
+ * pieces (contiguous: dst, src, len) are enqueued, then with
+ * CD_STAGE_WAIT_AFTER the stream is synchronized again. device is the
+ * ordinal of the device-side memory (a batch's location hint). */
+enum { CD_STAGE_WAIT_BEFORE = 1, CD_STAGE_WAIT_AFTER = 2 };
+int cd_stage_step(uintptr_t ctx, uintptr_t stream, int32_t flags, int32_t device, int32_t kind,
+                  const cd_piece *pieces, int32_t n, cd_err *err);
 
 #endif

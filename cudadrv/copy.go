@@ -78,7 +78,16 @@ package cudadrv
 //     nothing is issued, Taken is 0, the lock
 //     is released and the caller stages the piece itself through pinned
 //     bounce buffers on Stream[Kind] (core/stage.go, StageStep). A run
-//     stops before such a piece: its own call stages it.
+//     stops before such a piece: its own call stages it. Small staging:
+//     a contiguous D2H piece (zcopy or short) into pageable host memory
+//     whose StageSpan is at most StageSmall (not 0), not staged as above,
+//     is CopyNeedStage too, at the same point, and a zcopy piece's run
+//     then takes the pieces of `more` that run with it (as below) and are
+//     themselves such pieces, while the spans of the run's pieces add up
+//     to at most StageSmall; Taken says how many. The caller copies the
+//     run into one bounce buffer (piece k at the sum of the earlier spans)
+//     in one StageStep, waits for it, and copies each piece out. Any other
+//     run stops before such a piece: its own call stages it.
 //  8. Issue: push the context if it is not current, cuMemcpyAsync on
 //     Stream[Kind] (a run: one cuMemcpyBatchAsync where the driver has it
 //     and CopyRunLoop is not set, else one cuMemcpyAsync per piece; the
@@ -249,4 +258,16 @@ type CopyOp struct {
 	SrcPitch  uint64
 	DstPitch  uint64
 	PackBelow uint64 // in: the pack path for 2-D pieces with Len below this; 0 never
+	// In: CopyNeedStage for a D2H piece into pageable memory whose
+	// footprint (StageSpan) is at most this, with its run; 0 never.
+	StageSmall uint64
 }
+
+// StageAlign is what small staging rounds each piece's room in a bounce
+// buffer up to (step 7).
+const StageAlign = C.CD_STAGE_ALIGN
+
+// StageSpan is the room a piece of n bytes takes in a bounce buffer under
+// small staging: piece k of a staged run lies at the sum of the earlier
+// pieces' spans.
+func StageSpan(n uint64) uint64 { return (n + StageAlign - 1) &^ (StageAlign - 1) }

@@ -24,21 +24,22 @@ import (
 // lives in C memory, never freed: a C ABI call may read it after its iface
 // closed (Open tells it not to go on).
 type FastIface struct {
-	slots     *Slot
-	primary   *Context
-	queries   *SlotQuery
-	NSlots    atomic.Int32 // slots in use: the core's count, read by copies
-	cap       int32
-	ndevices  int32
-	multi     int32
-	open      atomic.Int32
-	runFlags  uint32
-	runs      int32
-	_         int32
-	stageMin  uint64
-	packBelow uint64
-	ctxSerial uint64
-	users     [FastLanes]struct {
+	slots      *Slot
+	primary    *Context
+	queries    *SlotQuery
+	NSlots     atomic.Int32 // slots in use: the core's count, read by copies
+	cap        int32
+	ndevices   int32
+	multi      int32
+	open       atomic.Int32
+	runFlags   uint32
+	runs       int32
+	_          int32
+	stageMin   uint64
+	packBelow  uint64
+	ctxSerial  uint64
+	stageSmall uint64
+	users      [FastLanes]struct {
 		n atomic.Int32
 		_ [60]byte
 	}
@@ -50,7 +51,7 @@ const FastLanes = C.CD_FAST_LANES
 // NewFastIface makes an iface's record with a slot table of capacity slots
 // and a primary table of ndevices entries, all zero and closed to the C
 // steady state; Retire gives the tables back.
-func NewFastIface(capacity, ndevices int, multi, runs bool, runFlags uint32, stageMin, packBelow, ctxSerial uint64) *FastIface {
+func NewFastIface(capacity, ndevices int, multi, runs bool, runFlags uint32, stageMin, stageSmall, packBelow, ctxSerial uint64) *FastIface {
 	p := C.cd_fast_iface_new(C.int32_t(capacity), C.int32_t(ndevices))
 	if p == nil {
 		panic("cucopy: out of memory for an iface's slot table")
@@ -63,7 +64,7 @@ func NewFastIface(capacity, ndevices int, multi, runs bool, runFlags uint32, sta
 		f.runs = 1
 	}
 	f.runFlags = runFlags
-	f.stageMin, f.packBelow, f.ctxSerial = stageMin, packBelow, ctxSerial
+	f.stageMin, f.stageSmall, f.packBelow, f.ctxSerial = stageMin, stageSmall, packBelow, ctxSerial
 	return f
 }
 

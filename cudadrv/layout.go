@@ -52,6 +52,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.runs)-unsafe.Offsetof(C.cd_fast_iface{}.runs)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.stageMin)-unsafe.Offsetof(C.cd_fast_iface{}.stage_min)]
 	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.ctxSerial)-unsafe.Offsetof(C.cd_fast_iface{}.ctx_serial)]
+	_ = [1]struct{}{}[unsafe.Offsetof(FastIface{}.stageSmall)-unsafe.Offsetof(C.cd_fast_iface{}.stage_small)]
 
 	_ = [1]struct{}{}[unsafe.Sizeof(CopyOp{})-C.sizeof_cd_copy_op]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.ReuseEvent)-unsafe.Offsetof(C.cd_copy_op{}.reuse_event)]
@@ -68,6 +69,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SrcPitch)-unsafe.Offsetof(C.cd_copy_op{}.src_pitch)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.DstPitch)-unsafe.Offsetof(C.cd_copy_op{}.dst_pitch)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.PackBelow)-unsafe.Offsetof(C.cd_copy_op{}.pack_below)]
+	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.StageSmall)-unsafe.Offsetof(C.cd_copy_op{}.stage_small)]
 	_ = [1]struct{}{}[unsafe.Sizeof(CallError{})-C.sizeof_cd_err]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.SrcMem)-unsafe.Offsetof(C.cd_copy_op{}.src_mem)]
 	_ = [1]struct{}{}[unsafe.Offsetof(CopyOp{}.DstMem)-unsafe.Offsetof(C.cd_copy_op{}.dst_mem)]

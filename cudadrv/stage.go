@@ -6,16 +6,23 @@ package cudadrv
 // pipeline.
 
 /*
+#cgo noescape cd_stage_step
+#cgo nocallback cd_stage_step
 #include "cd_shim.h"
 */
 import "C"
 
-func (d *driver) StageStep(ctx Context, s Stream, wait bool, dst, src, n uint64) error {
-	w := C.int32_t(0)
-	if wait {
-		w = 1
+import "unsafe"
+
+func (d *driver) StageStep(ctx Context, s Stream, flags uint32, device, kind int32, pieces []Piece) error {
+	var p *C.cd_piece
+	if len(pieces) > 0 {
+		p = (*C.cd_piece)(unsafe.Pointer(&pieces[0]))
 	}
-	return d.call(func(e *C.cd_err) C.int {
-		return C.cd_stage_step(C.uintptr_t(ctx), C.uintptr_t(s), w, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), e)
-	})
+	var e C.cd_err // on the stack: noescape
+	if C.cd_stage_step(C.uintptr_t(ctx), C.uintptr_t(s), C.int32_t(flags), C.int32_t(device),
+		C.int32_t(kind), p, C.int32_t(len(pieces)), &e) == 0 {
+		return nil
+	}
+	return d.Error(goCallError(e))
 }

@@ -91,6 +91,14 @@ func cases() []copyCase {
 			return r.copy(op)
 		}
 	}
+	// smallD2H: a D2H piece d0a -> h0 of 64 bytes with StageSmall small
+	// and flags on a full slot 0, with more.
+	smallD2H := func(small uint64, flags uint32, more func(e *env) []cudadrv.Piece) func(r *run) outcome {
+		return func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
+			return r.copyRun(cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 64, StageSmall: small, Flags: flags}, more(r.env))
+		}
+	}
 	h2dAt := func(e *env, off uint64) cudadrv.Piece {
 		return cudadrv.Piece{Src: e.h0 + off, Dst: e.d0a + off, Len: 64}
 	}
@@ -438,6 +446,48 @@ func cases() []copyCase {
 			op.Src, op.Len, op.StageMin = r.p0, 32, 64
 			return r.copyRun(op, []cudadrv.Piece{{Src: r.p0 + 32, Dst: r.d0a + 32, Len: 32}, {Src: r.h0 + 64, Dst: r.d0a + 64, Len: 64}})
 		}, want: queuedRun(1)},
+
+		// Small staging (copy.go, step 7): a D2H piece into pageable memory
+		// of at most StageSmall bytes, with its run of such pieces while
+		// their spans fit; other runs stop before such a piece.
+		{name: "stage/small-d2h", run: smallD2H(128, 0, func(e *env) []cudadrv.Piece { return nil }), want: at0(cudadrv.CopyNeedStage, cudadrv.KindD2H)},
+		{name: "stage/small-above", run: smallD2H(63, 0, func(e *env) []cudadrv.Piece { return nil }), want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
+		{name: "stage/small-pinned-never", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
+			return r.copy(cudadrv.CopyOp{Src: r.d0a, Dst: r.p0, Len: 64, StageSmall: 128})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
+		{name: "stage/small-h2d-never", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindH2D, "ev0")
+			op := h2d(r.env)
+			op.StageSmall = 128
+			return r.copy(op)
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindH2D), func(o *outcome) { o.Event = "ev0" })},
+		{name: "stage/small-run", run: smallD2H(256, 0, func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 8}, {Src: e.d0a + 64, Dst: e.h0 + 64, Len: 64}}
+		}), want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 2 })},
+		{name: "stage/small-run-fits", run: smallD2H(192, 0, func(e *env) []cudadrv.Piece {
+			// spans 64 + 64 + 64: the fourth (64 more) does not fit 192
+			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 1}, {Src: e.d0a + 64, Dst: e.h0 + 64, Len: 64}, {Src: e.d0a + 128, Dst: e.h0 + 128, Len: 8}}
+		}), want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 2 })},
+		{name: "stage/small-run-stops-at-pinned", run: smallD2H(256, 0, func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 8}, {Src: e.d0b + 8, Dst: e.p0, Len: 8}, {Src: e.d0a + 64, Dst: e.h0 + 64, Len: 8}}
+		}), want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 1 })},
+		{name: "stage/small-run-stops-at-large", run: smallD2H(128, 0, func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 129}}
+		}), want: at0(cudadrv.CopyNeedStage, cudadrv.KindD2H)},
+		{name: "stage/small-short", run: func(r *run) outcome {
+			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindShort] = r.stream(r.ctx[0])
+			return r.copyRun(cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 8, StageSmall: 64, Flags: cudadrv.CopySync},
+				[]cudadrv.Piece{{Src: r.d0b, Dst: r.h1, Len: 8}})
+		}, want: at0(cudadrv.CopyNeedStage, cudadrv.KindShort)},
+		{name: "stage/small-plan", run: smallD2H(128, cudadrv.CopyPlan, func(e *env) []cudadrv.Piece {
+			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 8}}
+		}), want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 1 })},
+		{name: "run/stops-before-small-staging", run: func(r *run) outcome {
+			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
+			op := cudadrv.CopyOp{Src: r.d0a, Dst: r.p0, Len: 64, StageSmall: 128}
+			return r.copyRun(op, []cudadrv.Piece{{Src: r.d0a + 64, Dst: r.p0 + 64, Len: 64}, {Src: r.d0b, Dst: r.h1, Len: 8}})
+		}, want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event, o.Taken = "ev0", 1 })},
 
 		// Runs: the later pieces that go with a zcopy piece (copy.go, step 7).
 		{name: "run/three-h2d", run: running(func(e *env) []cudadrv.Piece { return []cudadrv.Piece{h2dAt(e, 64), h2dAt(e, 128)} }),

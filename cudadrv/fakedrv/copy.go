@@ -133,8 +133,10 @@ func (d *Driver) execCtx(m *mem, primary []cudadrv.Context, op *cudadrv.CopyOp, 
 // extendRun is cd_extend_run: how many pieces of more run with a piece of
 // (kind, ctx, peer) whose buffers are src and dst, and whether one of those
 // has pageable memory. The run stops before a piece its own call stages
-// (op.StageMin).
-func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cudadrv.CopyOp, src, dst *mem, primary []cudadrv.Context, kind int32, ctx, peer cudadrv.Context) (n int, pageable bool) {
+// (op.StageMin, op.StageSmall); with gather (the footprint of a piece that
+// small staging takes) it takes only pieces small staging takes, while
+// their footprint fits op.StageSmall.
+func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cudadrv.CopyOp, src, dst *mem, primary []cudadrv.Context, kind int32, ctx, peer cudadrv.Context, gather uint64) (n int, pageable bool) {
 	ndevices, stageMin := op.NDevices, op.StageMin
 	if src.managed || dst.managed {
 		return 0, false
@@ -177,9 +179,24 @@ func (d *Driver) extendRun(more []cudadrv.Piece, mems []cudadrv.MemDesc, op *cud
 		if stageMin != 0 && p.Len >= stageMin && (s.pageable() || t.pageable()) {
 			return n, pageable
 		}
+		small := stagesSmall(op.StageSmall, k, &t, p.Len)
+		if gather != 0 {
+			if !small || gather+cudadrv.StageSpan(p.Len) > op.StageSmall {
+				return n, pageable
+			}
+			gather += cudadrv.StageSpan(p.Len)
+		} else if small {
+			return n, pageable
+		}
 		pageable = pageable || s.pageable() || t.pageable()
 	}
 	return len(more), pageable
+}
+
+// stagesSmall is cd_stages_small: small staging takes a contiguous D2H
+// piece of n bytes into dst (cudadrv/copy.go, step 7).
+func stagesSmall(stageSmall uint64, kind int32, dst *mem, n uint64) bool {
+	return stageSmall != 0 && kind == cudadrv.KindD2H && dst.pageable() && n <= stageSmall && cudadrv.StageSpan(n) <= stageSmall
 }
 
 func driverErr(op *cudadrv.CopyOp, entry cudadrv.Entry, code uint32) cudadrv.CopyStatus {
@@ -297,13 +314,17 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 	run, blocking := 0, src.pageable() || dst.pageable()
 	stage := blocking && op.StageMin != 0 && op.Len >= op.StageMin
 	stage = stage && op.Height == 0
-	if !sync && len(more) > 0 && !stage && op.Height == 0 {
+	gather := uint64(0)
+	if !stage && op.Height == 0 && stagesSmall(op.StageSmall, kind, &dst, op.Len) {
+		stage, gather = true, cudadrv.StageSpan(op.Len)
+	}
+	if !sync && len(more) > 0 && (!stage || gather != 0) && op.Height == 0 {
 		runPeer := cudadrv.Context(0)
 		if kind == cudadrv.KindPeer {
 			runPeer = peer
 		}
 		var pageable bool
-		run, pageable = d.extendRun(more, mems, op, &src, &dst, primary, kind, ctx, runPeer)
+		run, pageable = d.extendRun(more, mems, op, &src, &dst, primary, kind, ctx, runPeer, gather)
 		blocking = blocking || pageable
 	}
 	s := -1
@@ -357,6 +378,7 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		return cudadrv.CopyNeedFence
 	}
 	if stage { // also when planning: a staged piece takes no event
+		op.Taken = int32(run)        // small staging's run; 0 for a large piece
 		return cudadrv.CopyNeedStage // the caller stages it (core/stage.go)
 	}
 	var scratch uint64 // the pack path (cudadrv/copy.go, 2-D pieces)

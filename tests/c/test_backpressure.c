@@ -598,6 +598,9 @@ static void phase_d(int nops)
 
 int main(void)
 {
+    /* Copies into pageable memory (hdst) must take events here: small
+     * staging would finish them in the call (test_stage tests it). */
+    setenv("CUCOPY_STAGE_SMALL", "0", 1);
     devices = tc_begin("test_backpressure", 2);
     const char *e = getenv("TEST_BACKPRESSURE_OPS");
     int nops = e != NULL ? atoi(e) : td.is_fake ? 4000 : 20000;

@@ -84,6 +84,10 @@ static const struct {
     {"cuEventDestroy", U_EVENT},      {"cuMemFree", U_ALLOC},
     {"cuMemFreeHost", U_ALLOC},       {"cuMemHostUnregister", U_REG},
     {"cuDevicePrimaryCtxRelease", U_RETAIN},
+    /* Staging's bounce buffers are unpinned in the context that pinned
+     * them: failing to enter it leaves the registration, as a failed
+     * cuMemHostUnregister does. */
+    {"cuCtxGetCurrent", U_REG},       {"cuCtxPushCurrent", U_REG},
 };
 
 /* ------------------------------------------------------------------ */

@@ -19,7 +19,12 @@
  *    release_context, before the program destroys it;
  *  - fault injection (fake driver): pinning the pool fails -> the driver's
  *    path, data right, tried once; a bounce DMA fails -> an error, no
- *    completion, nothing in flight, the next copy right.
+ *    completion, nothing in flight, the next copy right;
+ *  - small staging (CUCOPY_STAGE_SMALL): device-to-pageable zcopies, short
+ *    copies and batch entries of at most that size are finished in the call
+ *    (a batch of them in one driver batch), larger ones and host-to-device
+ *    ones take the driver's path; the batch's DMA fails, or pinning the pool
+ *    fails, with the same rules as above.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -46,6 +51,7 @@ static cucopy_context_h cctx;
 static size_t threshold; /* CUCOPY_STAGE_THRESHOLD as the library reads it */
 static size_t chunk;     /* CUCOPY_STAGE_CHUNK */
 static int staging;      /* CUCOPY_STAGE is not off */
+static size_t small_max; /* CUCOPY_STAGE_SMALL, 0 when staging is off */
 static unsigned base_delay_us;
 
 /* A size variable as core/config.go reads it (an integer, optional K/M/G). */
@@ -191,7 +197,8 @@ static void data_cases(void)
     close_iface(iface, ep);
 }
 
-/* The first copy (small, slowed down by the fake) is in flight when the
+/* The first copy (below the threshold, and for a get above small
+ * staging's limit: queued; slowed down by the fake) is in flight when the
  * staged one is issued on the same endpoint, context and direction: the
  * staged bytes must be the ones that stay. */
 static void order_case(int put)
@@ -200,7 +207,8 @@ static void order_case(int put)
     cucopy_iface_h iface;
     cucopy_ep_h ep;
     open_iface(CUCOPY_THREAD_MODE_SINGLE, &iface, &ep);
-    size_t small = 4096, big = 2 * threshold + 5;
+    size_t small = put || small_max == 0 ? 4096 : small_max + 1, big = 2 * threshold + 5;
+    REQUIRE(small < threshold);
     struct tc_buf target, first, second;
     tc_buf_alloc(&target, put ? TC_MEM_DEV0 : TC_MEM_PAGEABLE, big);
     tc_buf_alloc(&first, put ? TC_MEM_PAGEABLE : TC_MEM_DEV0, small);
@@ -443,6 +451,142 @@ static void dma_fault_case(int put)
     tc_case_end();
 }
 
+/* Small staging takes a device-to-pageable copy of n bytes. */
+static int small_staged(int put, size_t n)
+{
+    return !put && n <= small_max;
+}
+
+/* A get zcopy and a short get of n bytes into pageable memory, and a put
+ * zcopy of the same size: staged (CUCOPY_OK) exactly when small staging
+ * takes them. */
+static void small_data_case(size_t n)
+{
+    tc_case_begin("small staging: %zu bytes", n);
+    cucopy_iface_h iface;
+    cucopy_ep_h ep;
+    open_iface(CUCOPY_THREAD_MODE_SINGLE, &iface, &ep);
+    struct tc_buf host, dev;
+    tc_buf_alloc(&host, TC_MEM_PAGEABLE, n + 16);
+    tc_buf_alloc(&dev, TC_MEM_DEV0, n + 16);
+    for (int put = 0; put < 2; put++) {
+        for (int short_copy = 0; short_copy < 2; short_copy++) {
+            const struct tc_buf *src = put ? &host : &dev;
+            const struct tc_buf *dst = put ? &dev : &host;
+            const unsigned char *data = tc_pattern(n) + 7 + put + 2 * short_copy;
+            tc_buf_set(dst, 0, FILL, n + 16);
+            tc_buf_write(src, 8, data, n);
+            uint64_t local = tc_buf_addr(&host, 8), remote = tc_buf_addr(&dev, 8);
+            if (short_copy) {
+                CHECK_STATUS(put ? cucopy_ep_put_short(ep, (void *)(uintptr_t)local, n, remote)
+                                 : cucopy_ep_get_short(ep, (void *)(uintptr_t)local, n, remote),
+                             CUCOPY_OK);
+            } else {
+                struct tc_comp c;
+                cucopy_status_t st = start(ep, put, local, remote, n, &c);
+                CHECKF(st == (small_staged(put, n) ? CUCOPY_OK : CUCOPY_INPROGRESS),
+                       "%s zcopy of %zu bytes: %s (%s)", put ? "put" : "get", n,
+                       tc_status_name(st), cucopy_last_error());
+                if (st == CUCOPY_INPROGRESS)
+                    CHECK(tc_wait(iface, &c, TIMEOUT_S) && c.comp.status == CUCOPY_OK);
+                else
+                    CHECKF(c.fired == 0, "a staged copy does not complete through its completion");
+            }
+            check_range(dst, 8, n, data, short_copy ? "short" : "zcopy");
+        }
+    }
+    tc_buf_free(&host);
+    tc_buf_free(&dev);
+    close_iface(iface, ep);
+    tc_case_end();
+}
+
+#define SMALL_BATCH 16
+
+/* A batch of SMALL_BATCH copies of n bytes from device memory into
+ * pageable memory; checks the status staging asks for (fail: the fake
+ * fails the first call of that entry point with OOM, after which the batch
+ * must be an error, or take the driver's path when the pool cannot be
+ * pinned) and every destination. */
+static void small_batch_case(size_t n, const char *fail)
+{
+    tc_case_begin("small staging: a batch of %d x %zu bytes to pageable memory%s%s", SMALL_BATCH,
+                  n, fail ? ", failing " : "", fail ? fail : "");
+    cucopy_iface_h iface;
+    cucopy_ep_h ep;
+    open_iface(CUCOPY_THREAD_MODE_SINGLE, &iface, &ep);
+    struct tc_buf host[SMALL_BATCH], dev;
+    cucopy_copy_t copies[SMALL_BATCH];
+    tc_buf_alloc(&dev, TC_MEM_DEV0, SMALL_BATCH * (n + 8));
+    const unsigned char *data = tc_pattern(SMALL_BATCH * (n + 8)) + 3;
+    tc_buf_write(&dev, 0, data, SMALL_BATCH * (n + 8));
+    for (int k = 0; k < SMALL_BATCH; k++) {
+        tc_buf_alloc(&host[k], TC_MEM_PAGEABLE, n + 16);
+        tc_buf_set(&host[k], 0, FILL, n + 16);
+        memset(&copies[k], 0, sizeof(copies[k]));
+        copies[k].dst = (void *)(uintptr_t)tc_buf_addr(&host[k], 8);
+        copies[k].src = (const void *)(uintptr_t)tc_buf_addr(&dev, (size_t)k * (n + 8));
+        copies[k].length = n;
+    }
+    int batched = small_staged(0, n); /* in one step, or two when their room exceeds small */
+    long batches0 = tc_fake.calls ? tc_fake.calls("cuMemcpyBatchAsync") : 0;
+    if (fail)
+        tc_fake.fail(fail, 1, FAKE_OOM);
+    struct tc_comp c;
+    tc_comp_init(&c, 1);
+    cucopy_status_t st = cucopy_ep_copy_batch(ep, copies, SMALL_BATCH, &c.comp);
+    if (fail && strcmp(fail, "cuMemcpyBatchAsync") == 0) {
+        CHECKF(st == CUCOPY_ERR_CUDA, "the failed staging step: %s", tc_status_name(st));
+        tc_fake.fail(fail, 0, 0);
+        struct tc_comp f;
+        tc_comp_init(&f, 1);
+        CHECK_STATUS(cucopy_iface_flush(iface, 0, &f.comp), CUCOPY_OK);
+        for (int k = 0; k < 10; k++)
+            CHECK(cucopy_iface_progress(iface) >= 0);
+        CHECK(c.fired == 0);
+        tc_comp_init(&c, 1);
+        st = cucopy_ep_copy_batch(ep, copies, SMALL_BATCH, &c.comp);
+        CHECKF(st == CUCOPY_OK, "the batch after the failed one: %s", tc_status_name(st));
+    } else {
+        int want_ok = batched && !fail;
+        CHECKF(st == (want_ok ? CUCOPY_OK : CUCOPY_INPROGRESS), "batch: %s (%s)",
+               tc_status_name(st), cucopy_last_error());
+        if (st == CUCOPY_INPROGRESS)
+            CHECK(tc_wait(iface, &c, TIMEOUT_S) && c.comp.status == CUCOPY_OK);
+        if (fail)
+            tc_fake.fail(fail, 0, 0);
+        if (want_ok && tc_fake.calls != NULL)
+            CHECKF(tc_fake.calls("cuMemcpyBatchAsync") == batches0 + 1,
+                   "%ld driver batches for one staged batch",
+                   tc_fake.calls("cuMemcpyBatchAsync") - batches0);
+    }
+    for (int k = 0; k < SMALL_BATCH; k++) {
+        char what[32];
+        snprintf(what, sizeof(what), "entry %d", k);
+        check_range(&host[k], 8, n, data + (size_t)k * (n + 8), what);
+        tc_buf_free(&host[k]);
+    }
+    tc_buf_free(&dev);
+    close_iface(iface, ep);
+    tc_case_end();
+}
+
+static void small_cases(void)
+{
+    size_t sizes[] = {1, 8, 1000};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        small_data_case(sizes[k]);
+    small_data_case(64 << 10);
+    small_data_case((64 << 10) + 1);
+    small_batch_case(8, NULL);
+    small_batch_case(4096, NULL); /* 64 KiB in all: one step */
+    small_batch_case(4097, NULL); /* rounded up: two steps */
+    if (small_max != 0 && tc_fake.fail != NULL) {
+        small_batch_case(8, "cuMemcpyBatchAsync");
+        small_batch_case(8, "cuMemHostRegister");
+    }
+}
+
 int main(void)
 {
     tc_begin("test_stage", 1);
@@ -453,11 +597,13 @@ int main(void)
      * drift from) the library's defaults, which the Go tests check. */
     setenv("CUCOPY_STAGE_THRESHOLD", "4M", 0);
     setenv("CUCOPY_STAGE_CHUNK", "8M", 0);
+    setenv("CUCOPY_STAGE_SMALL", "64K", 0);
     threshold = env_size("CUCOPY_STAGE_THRESHOLD", 0);
     chunk = env_size("CUCOPY_STAGE_CHUNK", 0);
+    small_max = staging ? env_size("CUCOPY_STAGE_SMALL", 0) : 0;
     base_delay_us = (unsigned)env_size("FAKECUDA_DELAY_US", 0);
-    printf("test_stage: staging %s, threshold %zu, chunk %zu\n", staging ? "auto" : "off",
-           threshold, chunk);
+    printf("test_stage: staging %s, threshold %zu, chunk %zu, small %zu\n",
+           staging ? "auto" : "off", threshold, chunk, small_max);
     long reg0 = tc_fake.registered_ranges != NULL ? tc_fake.registered_ranges() : 0;
     REQUIRE_OK(cucopy_context_create(NULL, &cctx));
 
@@ -470,6 +616,7 @@ int main(void)
     pool_fault_case();
     dma_fault_case(1);
     dma_fault_case(0);
+    small_cases();
     if (tc_fake.calls != NULL)
         CHECKF((tc_fake.calls("cuMemHostRegister") > 0) == staging,
                "bounce buffers pinned %ld times with staging %s",

@@ -105,6 +105,7 @@ func configVars(cfg core.Config, getenv func(string) string) []ConfigVar {
 		{"CUCOPY_STAGE_CHUNK", fmt.Sprint(cfg.Stage.Chunk), ""},
 		{"CUCOPY_STAGE_THREADS", fmt.Sprint(cfg.Stage.Threads), ""},
 		{"CUCOPY_STAGE_POOL", fmt.Sprint(cfg.Stage.Pool), ""},
+		{"CUCOPY_STAGE_SMALL", fmt.Sprint(cfg.Stage.Small), ""},
 		{"CUCOPY_STAGE_CPU", map[bool]string{false: "kernel", true: "memmove"}[cfg.Stage.Memmove], ""},
 	}
 	for i := range vars {
