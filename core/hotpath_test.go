@@ -28,11 +28,20 @@ func cgoCalls() uint64 {
 // closed when the test ends.
 func openOnDriver(tb testing.TB, p core.IfaceParams) (*core.Context, *core.Iface, *core.Ep, uint64) {
 	tb.Helper()
+	// The tests copy from and to Go memory, which the driver sees as
+	// pageable: small staging would finish their device-to-host copies
+	// in the call instead of queueing them (TestSmallStagingHotPath).
+	return openOnDriverEnv(tb, p, map[string]string{"CUCOPY_STAGE_SMALL": "0"})
+}
+
+// openOnDriverEnv is openOnDriver with the CUCOPY_* variables of env.
+func openOnDriverEnv(tb testing.TB, p core.IfaceParams, env map[string]string) (*core.Context, *core.Iface, *core.Ep, uint64) {
+	tb.Helper()
 	path := drvtest.PathOrSkip(tb)
 	require.NoError(tb, drvtest.Load(path))
 	drv, err := cudadrv.Open(path)
 	require.NoError(tb, err)
-	cfg, err := core.LoadConfig(func(string) string { return "" })
+	cfg, err := core.LoadConfig(func(k string) string { return env[k] })
 	require.NoError(tb, err)
 	ctx, err := core.NewContext(drv, cfg)
 	require.NoError(tb, err)
@@ -67,6 +76,41 @@ func rateLoop(b *testing.B, iface *core.Iface, issue func() error) {
 	for inflight > 0 {
 		done, _ := iface.Progress()
 		inflight -= done
+	}
+}
+
+// Small staging's path (stage.go, runSmall), with the defaults: an 8-byte
+// zcopy or short copy from the device into Go (pageable) memory is done in
+// the call with two cgo crossings (cd_copy, then the staging step) and
+// allocates nothing.
+func TestSmallStagingHotPath(t *testing.T) {
+	_, _, ep, dev := openOnDriverEnv(t, core.IfaceParams{ThreadMode: core.ThreadSingle, MaxPoll: 16, MaxEvents: 64, Lanes: 1}, nil)
+	host := make([]byte, 8)
+	buf := uintptr(unsafe.Pointer(&host[0]))
+	iov := []core.IOV{{Buffer: buf, Length: 8}}
+	get := func() {
+		st, err := ep.Zcopy(false, iov, dev, 0)
+		if err != nil || st != core.OK {
+			t.Fatalf("zcopy: %v %v", st, err)
+		}
+	}
+	short := func() {
+		if err := ep.Short(false, buf, 8, dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 { // the slot, stream and bounce buffers
+		get()
+		short()
+	}
+	for _, c := range []struct {
+		name string
+		f    func()
+	}{{"zcopy", get}, {"short copy", short}} {
+		before := cgoCalls()
+		c.f()
+		assert.Equal(t, uint64(2), cgoCalls()-before, "%s: cgo crossings", c.name)
+		assert.Zero(t, testing.AllocsPerRun(200, c.f), "%s: allocations", c.name)
 	}
 }
 

@@ -251,13 +251,21 @@ const minCopyPart = 256 << 10
 // installed; memmove (goCopy, CUCOPY_STAGE_CPU=memmove) is faster but
 // relies on cucopy's fault dispatcher being in place (capi/signals.c).
 func (st *stager) copy(api string, dst, src, n uint64) error {
+	parts := min(uint64(st.threads), max(n/minCopyPart, 1))
+	if parts > 1 {
+		return st.copyParts(api, dst, src, n, parts)
+	}
+	if st.memmove {
+		return goCopy(api, dst, src, n)
+	}
+	return cpuCopy(api, dst, src, n) // on this goroutine: nothing allocated (small staging's path)
+}
+
+// copyParts is copy on parts goroutines.
+func (st *stager) copyParts(api string, dst, src, n, parts uint64) error {
 	one := cpuCopy
 	if st.memmove {
 		one = goCopy
-	}
-	parts := min(uint64(st.threads), max(n/minCopyPart, 1))
-	if parts <= 1 {
-		return one(api, dst, src, n)
 	}
 	per := (n/parts + 63) &^ 63
 	var errs [maxStageThreads]error
