@@ -79,6 +79,7 @@ struct options {
     int memh;  /* --memh: cucopy copies name memory handles of every buffer */
     int repeat; /* --repeat: rounds per row, cucopy and raw alternating; medians */
     int compare; /* --compare: a summary line per row, the cost per operation over raw */
+    int anatomy; /* --anatomy: where the window loops' time goes (issue, progress) */
     int concurrent;
     int stats; /* --stats: cucopy_iface_stats at the end */
     int csv;
@@ -257,7 +258,13 @@ static void usage(FILE *f)
             "  --compare                after each row, a summary line: the time per operation\n"
             "                           of cucopy and of raw and what cucopy costs over raw\n"
             "                           (lat: per copy; bw: per op of SIZE; rate: 1/rate);\n"
-            "                           table format only\n"
+"                           table format only\n"
+            "  --anatomy                bw and rate: after each row, where the last timed\n"
+            "                           round's time went on each side: issuing (cucopy's\n"
+            "                           zcopy or batch call; raw's cuMemcpyAsync + event record)\n"
+            "                           and completing (cucopy_iface_progress calls; raw's\n"
+            "                           cuEventQuery calls), per operation; the clock reads\n"
+            "                           add a little to both; table format only\n"
             "  --time SEC               target time per measurement (default 0.2)\n"
             "  --timeout SEC            a loop running longer is reported as hung (default 60)\n"
             "  --concurrent             bw and rate on all chosen devices (all pairs for peer)\n"
@@ -427,7 +434,7 @@ static void parse_options(int argc, char **argv)
 {
     enum {
         O_DEVICES = 256, O_DIRS, O_HOST, O_SIZES, O_RATE_SIZES, O_TESTS, O_ITERS, O_WARMUP,
-        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_COMPARE, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_2D, O_HELP
+        O_WINDOW, O_IOV, O_BATCH, O_MEMH, O_REPEAT, O_COMPARE, O_ANATOMY, O_TIME, O_TIMEOUT, O_CONCURRENT, O_STATS, O_FORMAT, O_CURRENT, O_2D, O_HELP
     };
     static const struct option longopts[] = {
         {"devices", required_argument, NULL, O_DEVICES},
@@ -444,6 +451,7 @@ static void parse_options(int argc, char **argv)
         {"memh", no_argument, NULL, O_MEMH},
         {"repeat", required_argument, NULL, O_REPEAT},
         {"compare", no_argument, NULL, O_COMPARE},
+        {"anatomy", no_argument, NULL, O_ANATOMY},
         {"time", required_argument, NULL, O_TIME},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"concurrent", no_argument, NULL, O_CONCURRENT},
@@ -541,6 +549,9 @@ static void parse_options(int argc, char **argv)
             break;
         case O_COMPARE:
             opt.compare = 1;
+            break;
+        case O_ANATOMY:
+            opt.anatomy = 1;
             break;
         case O_CONCURRENT:
             opt.concurrent = 1;
@@ -1150,13 +1161,26 @@ static void cu_drain(struct cu_window *w)
     }
 }
 
+/* --anatomy: the last window loop's time per side, issuing and completing. */
+static struct {
+    double issue, complete; /* seconds */
+    long ops, calls;        /* operations issued; progress calls or event queries */
+} anat[IMPL_COUNT];
+
+static double anat_now(void)
+{
+    return opt.anatomy ? now_s() : 0;
+}
+
 static int cu_window_loop(struct measurement *m, long n, double *secs)
 {
+    memset(&anat[IMPL_CUCOPY], 0, sizeof(anat[0]));
     const int W = opt.window;
     struct cu_window *w = cu_window_new(m->nlanes, W);
     for (int l = 0; l < m->nlanes; l++)
         m->lanes[l].issued = 0;
     long target = n * m->nlanes;
+    anat[IMPL_CUCOPY].ops = target;
     long done = 0; /* finished immediately (OK) or through a completion */
     long spins = 0;
     int rc = 0;
@@ -1170,7 +1194,9 @@ static int cu_window_loop(struct measurement *m, long n, double *secs)
                 s->comp.func = cu_slot_done;
                 s->comp.count = 1;
                 s->comp.status = CUCOPY_OK;
+                double a = anat_now();
                 cucopy_status_t st = cu_zcopy(ln, m->size, &s->comp);
+                anat[IMPL_CUCOPY].issue += anat_now() - a;
                 if (st == CUCOPY_INPROGRESS) {
                     w->outstanding[l]++;
                     ln->issued++;
@@ -1191,7 +1217,10 @@ static int cu_window_loop(struct measurement *m, long n, double *secs)
         }
         if (done + w->completions >= target && cu_total_outstanding(w) == 0)
             break;
+        double a = anat_now();
         int r = cucopy_iface_progress(iface);
+        anat[IMPL_CUCOPY].complete += anat_now() - a;
+        anat[IMPL_CUCOPY].calls++;
         if (r < 0) {
             cu_error("cucopy_iface_progress", r);
             rc = -1;
@@ -1292,6 +1321,8 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
     }
     int remaining = m->nlanes;
     long total = opt.batch > 0 ? n * opt.batch : n; /* raw operations per lane */
+    memset(&anat[IMPL_RAW], 0, sizeof(anat[0]));
+    anat[IMPL_RAW].ops = total * m->nlanes;
     long spins = 0;
     double t0 = now_s();
     while (remaining > 0) {
@@ -1304,8 +1335,10 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
                 TD_CHECK(td.cuCtxSetCurrent(want));
                 cur = want;
             }
+            double a = anat_now();
             while (ln->completed < ln->issued) {
                 r = td.cuEventQuery(ln->events[ln->completed % W]);
+                anat[IMPL_RAW].calls++;
                 if (r == CD_ERROR_NOT_READY)
                     break;
                 if (r != CD_SUCCESS) {
@@ -1315,6 +1348,8 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
                 }
                 ln->completed++;
             }
+            double b = anat_now();
+            anat[IMPL_RAW].complete += b - a;
             while (ln->issued < total && ln->issued - ln->completed < W) {
                 /* --batch: every copy of the batch is one raw operation. */
                 int pieces = opt.batch > 0 ? 1 : opt.iov;
@@ -1336,6 +1371,7 @@ static int raw_window_loop(struct measurement *m, long n, double *secs)
                 }
                 ln->issued++;
             }
+            anat[IMPL_RAW].issue += anat_now() - b;
             if (ln->completed == total) {
                 ln->finished = 1;
                 remaining--;
@@ -1557,6 +1593,20 @@ static void print_compare(const struct measurement *m, const double val[IMPL_COU
            cu / raw);
 }
 
+static void print_anatomy(const struct measurement *m, const char *src, const char *dst,
+                          const char *host, const char *sz)
+{
+    double c = (double)anat[IMPL_CUCOPY].ops, r = (double)anat[IMPL_RAW].ops;
+    printf("# anatomy %s %s %s->%s %s %s (last round): cucopy issue %.3f us/op, progress %.3f "
+           "us/op in %.2f calls/op; raw issue %.3f us/%s, polling %.3f us/%s in %.2f "
+           "queries/%s\n",
+           test_names[m->test], dir_names[m->dir], src, dst, host, sz,
+           anat[IMPL_CUCOPY].issue / c * 1e6, anat[IMPL_CUCOPY].complete / c * 1e6,
+           anat[IMPL_CUCOPY].calls / c, anat[IMPL_RAW].issue / r * 1e6,
+           opt.batch > 0 ? "copy" : "op", anat[IMPL_RAW].complete / r * 1e6,
+           opt.batch > 0 ? "copy" : "op", anat[IMPL_RAW].calls / r, opt.batch > 0 ? "copy" : "op");
+}
+
 static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
                       const int ok[IMPL_COUNT], long n, const char *status)
 {
@@ -1584,6 +1634,9 @@ static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
                test_units[m->test], ratio, n, status);
         if (opt.compare && strcmp(ratio, "-") != 0)
             print_compare(m, val, src, dst, host, sz);
+        if (opt.anatomy && m->test != TEST_LAT && anat[IMPL_CUCOPY].ops > 0 &&
+            anat[IMPL_RAW].ops > 0)
+            print_anatomy(m, src, dst, host, sz);
     }
     fflush(stdout);
 }
