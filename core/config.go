@@ -83,11 +83,13 @@ const (
 	DefaultStageChunk     = 16 << 20
 	DefaultStageThreads   = 8
 	DefaultStagePool      = 2
-	// Small staging (stage.go, runSmall): a device-to-pageable copy, or a
-	// run of them, of at most this footprint goes through a bounce buffer
-	// in one DMA, a wait and a CPU copy, instead of the driver's pageable
-	// path (cuMemcpyAsync to pageable memory returns only once it is
-	// done, and costs more than that).
+	// Small staging (stage.go, runSmall): a run of two or more
+	// device-to-pageable copies of at most this footprint goes through a
+	// bounce buffer in one batch, one wait and CPU copies, instead of the
+	// driver's pageable path (cuMemcpyAsync to pageable memory returns
+	// only once it is done). On an H200 (docs/gpu-validation.md, run N):
+	// 16 x 8 B at 5.27 x the raw loop's rate; one copy alone lost 0.8-1.6
+	// us, so it is never staged this way.
 	DefaultStageSmall = 64 << 10
 	minStageChunk     = 64 << 10
 	maxStageChunk     = 1 << 30

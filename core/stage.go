@@ -25,11 +25,11 @@ import (
 // copy is. Driver calls (StageStep: push, synchronize, enqueue, pop) are
 // made by the calling goroutine only; the goroutines copy memory.
 //
-// Small staging: a device-to-pageable piece of at most CUCOPY_STAGE_SMALL
-// bytes, with the pieces of its operation that run with it and fit in the
-// same room, goes through one bounce buffer in one step (runSmall): every
-// DMA, then one wait, then the CPU copies out. The driver's own path for
-// such a copy returns only once it is done, one copy at a time.
+// Small staging: two or more consecutive device-to-pageable pieces of an
+// operation whose room fits CUCOPY_STAGE_SMALL bytes go through one bounce
+// buffer in one step (runSmall): every DMA, then one wait, then the CPU
+// copies out. The driver's own path for such copies returns only once each
+// is done, one copy at a time.
 
 // stager is an iface's staging settings and its pool of bounce-buffer
 // pairs. The pool's lock is a leaf.

@@ -628,6 +628,8 @@ int cd_copy(cd_slot *slots, int32_t nslots, const uintptr_t *primary, cd_copy_op
         op->height == 0)
         cd_extend_run(&run, more, nmore, mems, op, &src, &dst, primary, kind, ctx,
                       kind == CD_KIND_PEER ? peer : 0);
+    if (run.gather != 0 && run.n == 0)
+        run.stage = 0; /* a piece alone is as fast on the driver's path (copy.go, step 7) */
     /* The C steady state books an operation as one queue entry, under the
      * slot's lock throughout: all of its pieces must form this run, and the
      * run must not detach (pageable host memory with the lock: it would let

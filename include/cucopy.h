@@ -902,9 +902,9 @@ CUCOPY_API cucopy_status_t cucopy_ep_get_short(cucopy_ep_h ep, void *buffer, siz
  * @param iovcnt 1 to cucopy_iface_attr_t::max_iov; 0 is ::CUCOPY_ERR_INVALID_PARAM.
  * @param comp   NULL, or decremented once when the whole operation finished.
  * @return ::CUCOPY_OK (finished now, nothing left in flight: host to host
- *         copies, large pageable copies and small device-to-pageable copies
- *         staged through the library's bounce buffers (CUCOPY_STAGE and
- *         CUCOPY_STAGE_SMALL in docs/configuration.md); @a comp is not
+ *         copies, large pageable copies and runs of small device-to-pageable
+ *         copies staged through the library's bounce buffers (CUCOPY_STAGE
+ *         and CUCOPY_STAGE_SMALL in docs/configuration.md); @a comp is not
  *         touched),
  *         ::CUCOPY_INPROGRESS (a piece went to a GPU stream: the operation
  *         completes through cucopy_iface_progress(), with ::CUCOPY_ERR_CANCELED

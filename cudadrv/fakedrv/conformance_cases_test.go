@@ -450,7 +450,9 @@ func cases() []copyCase {
 		// Small staging (copy.go, step 7): a D2H piece into pageable memory
 		// of at most StageSmall bytes, with its run of such pieces while
 		// their spans fit; other runs stop before such a piece.
-		{name: "stage/small-d2h", run: smallD2H(128, 0, func(e *env) []cudadrv.Piece { return nil }), want: at0(cudadrv.CopyNeedStage, cudadrv.KindD2H)},
+		{name: "stage/small-alone", run: smallD2H(128, 0, func(e *env) []cudadrv.Piece { return nil }), want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
+		{name: "stage/small-two", run: smallD2H(128, 0, func(e *env) []cudadrv.Piece { return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 8}} }),
+			want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 1 })},
 		{name: "stage/small-above", run: smallD2H(63, 0, func(e *env) []cudadrv.Piece { return nil }), want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })},
 		{name: "stage/small-pinned-never", run: func(r *run) outcome {
 			r.full(0, r.ctx[0], cudadrv.KindD2H, "ev0")
@@ -474,12 +476,12 @@ func cases() []copyCase {
 		}), want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 1 })},
 		{name: "stage/small-run-stops-at-large", run: smallD2H(128, 0, func(e *env) []cudadrv.Piece {
 			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 129}}
-		}), want: at0(cudadrv.CopyNeedStage, cudadrv.KindD2H)},
+		}), want: with(at0(cudadrv.CopyQueued, cudadrv.KindD2H), func(o *outcome) { o.Event = "ev0" })}, // alone after all
 		{name: "stage/small-short", run: func(r *run) outcome {
 			r.slot(0, r.ctx[0], 0).Stream[cudadrv.KindShort] = r.stream(r.ctx[0])
 			return r.copyRun(cudadrv.CopyOp{Src: r.d0a, Dst: r.h0, Len: 8, StageSmall: 64, Flags: cudadrv.CopySync},
 				[]cudadrv.Piece{{Src: r.d0b, Dst: r.h1, Len: 8}})
-		}, want: at0(cudadrv.CopyNeedStage, cudadrv.KindShort)},
+		}, want: at0(cudadrv.CopyDone, cudadrv.KindShort)}, // a short copy is alone: never small-staged
 		{name: "stage/small-plan", run: smallD2H(128, cudadrv.CopyPlan, func(e *env) []cudadrv.Piece {
 			return []cudadrv.Piece{{Src: e.d0b, Dst: e.h1, Len: 8}}
 		}), want: with(at0(cudadrv.CopyNeedStage, cudadrv.KindD2H), func(o *outcome) { o.Taken = 1 })},

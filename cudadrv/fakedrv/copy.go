@@ -327,6 +327,9 @@ func (d *Driver) copy(slots []cudadrv.Slot, primary []cudadrv.Context, op *cudad
 		run, pageable = d.extendRun(more, mems, op, &src, &dst, primary, kind, ctx, runPeer, gather)
 		blocking = blocking || pageable
 	}
+	if gather != 0 && run == 0 {
+		stage = false // a piece alone is as fast on the driver's path
+	}
 	s := -1
 	for i := range slots {
 		if sid, sctx, lane := slots[i].Identity(); sid == id && sctx == ctx && lane == op.Lane {

@@ -20,11 +20,11 @@
  *  - fault injection (fake driver): pinning the pool fails -> the driver's
  *    path, data right, tried once; a bounce DMA fails -> an error, no
  *    completion, nothing in flight, the next copy right;
- *  - small staging (CUCOPY_STAGE_SMALL): device-to-pageable zcopies, short
- *    copies and batch entries of at most that size are finished in the call
- *    (a batch of them in one driver batch), larger ones and host-to-device
- *    ones take the driver's path; the batch's DMA fails, or pinning the pool
- *    fails, with the same rules as above.
+ *  - small staging (CUCOPY_STAGE_SMALL): device-to-pageable batch entries
+ *    whose room fits that size, two or more, are finished in the call in
+ *    one driver batch; a copy alone (one-entry zcopy, short copy) and
+ *    host-to-device ones take the driver's path; the batch's DMA fails, or
+ *    pinning the pool fails, with the same rules as above.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -451,18 +451,12 @@ static void dma_fault_case(int put)
     tc_case_end();
 }
 
-/* Small staging takes a device-to-pageable copy of n bytes. */
-static int small_staged(int put, size_t n)
-{
-    return !put && n <= small_max;
-}
-
 /* A get zcopy and a short get of n bytes into pageable memory, and a put
- * zcopy of the same size: staged (CUCOPY_OK) exactly when small staging
- * takes them. */
+ * zcopy and a short put of the same size: copies alone, never small-staged
+ * (the driver's path, CUCOPY_INPROGRESS for the zcopies). */
 static void small_data_case(size_t n)
 {
-    tc_case_begin("small staging: %zu bytes", n);
+    tc_case_begin("small staging: a copy alone of %zu bytes", n);
     cucopy_iface_h iface;
     cucopy_ep_h ep;
     open_iface(CUCOPY_THREAD_MODE_SINGLE, &iface, &ep);
@@ -484,7 +478,7 @@ static void small_data_case(size_t n)
             } else {
                 struct tc_comp c;
                 cucopy_status_t st = start(ep, put, local, remote, n, &c);
-                CHECKF(st == (small_staged(put, n) ? CUCOPY_OK : CUCOPY_INPROGRESS),
+                CHECKF(st == CUCOPY_INPROGRESS,
                        "%s zcopy of %zu bytes: %s (%s)", put ? "put" : "get", n,
                        tc_status_name(st), cucopy_last_error());
                 if (st == CUCOPY_INPROGRESS)
@@ -528,7 +522,10 @@ static void small_batch_case(size_t n, const char *fail)
         copies[k].src = (const void *)(uintptr_t)tc_buf_addr(&dev, (size_t)k * (n + 8));
         copies[k].length = n;
     }
-    int batched = small_staged(0, n); /* in one step, or two when their room exceeds small */
+    /* Staged in steps of as many entries as small_max has room for, each
+     * of two or more; an entry left alone takes the driver's path. */
+    size_t per = small_max / ((n + 63) & ~(size_t)63);
+    int batched = per >= 2 && SMALL_BATCH % per != 1;
     long batches0 = tc_fake.calls ? tc_fake.calls("cuMemcpyBatchAsync") : 0;
     if (fail)
         tc_fake.fail(fail, 1, FAKE_OOM);
@@ -580,7 +577,8 @@ static void small_cases(void)
     small_data_case((64 << 10) + 1);
     small_batch_case(8, NULL);
     small_batch_case(4096, NULL); /* 64 KiB in all: one step */
-    small_batch_case(4097, NULL); /* rounded up: two steps */
+    small_batch_case(4097, NULL); /* rounded up: 15 in one step, the last alone */
+    small_batch_case(40000, NULL); /* one per step: all alone */
     if (small_max != 0 && tc_fake.fail != NULL) {
         small_batch_case(8, "cuMemcpyBatchAsync");
         small_batch_case(8, "cuMemHostRegister");
