@@ -43,8 +43,15 @@ type stager struct {
 
 	mu     sync.Mutex
 	free   []*bounce
-	sets   map[uint64]int  // pairs that exist, per context id
+	sets   map[poolKey]int // buffers that exist, per context id and kind
 	noPool map[uint64]bool // context ids whose pool could not be made: the driver's path
+}
+
+// poolKey names one of a context's two pools: pairs of chunks for large
+// copies, buffers of CUCOPY_STAGE_SMALL bytes for small staging.
+type poolKey struct {
+	id    uint64
+	small bool
 }
 
 // bounce is a pair of bounce buffers: 2 × chunk bytes of our own mmap,
@@ -58,6 +65,7 @@ type bounce struct {
 	mem     []byte
 	ctx     cudadrv.Context
 	id      uint64
+	small   bool // small staging's buffer of stager.smallSize bytes, else a pair of chunks
 	suspect bool // a stream wait failed: a DMA may still use it; freed only with its context
 }
 
@@ -93,24 +101,56 @@ func (i *Iface) stagePiece(api string, ib *issueBuf, first bool, run []cudadrv.P
 	if i.multi {
 		defer i.slots[s].DoneUser()
 	}
-	b := i.stage.take(i.drv, req.Ctx, req.CtxID)
-	if b == nil {
+	small := req.Len < req.StageMin  // small staging's run (cudadrv/copy.go, step 7)
+	device := int32(i.res[s].device) // the slot is ours (pinSlot) until we return
+	b := i.stage.take(i.drv, req.Ctx, req.CtxID, small)
+	var err error
+	switch {
+	case b == nil && small:
+		// No buffer: the same copies straight into the caller's memory,
+		// and the wait. Still no event, as the reservation planned.
+		err = i.runSmallDirect(api, ib, run, stream, device)
+	case b == nil:
 		req.StageMin, req.StageSmall = 0, 0
 		return cudadrv.CopyNeedStage, nil
-	}
-	device := int32(i.res[s].device) // the slot is ours (pinSlot) until we return
-	var err error
-	if req.Len < req.StageMin {
+	case small:
 		err = i.runSmall(api, ib, run, stream, device, b)
-	} else {
+	default:
 		err = i.runStaged(api, req, stream, device, b)
 	}
-	i.stage.put(b)
+	if b != nil {
+		i.stage.put(b)
+	}
 	if err != nil {
 		return cudadrv.CopyDriverError, err
 	}
 	i.countCopy(req, first, run)
 	return cudadrv.CopyDone, nil
+}
+
+// smallFlags is StageStep's flags for small staging: the wait after, and
+// one cuMemcpyAsync per piece under CUCOPY_IOV_BATCH=loop.
+func (i *Iface) smallFlags() uint32 {
+	if i.runFlags&cudadrv.CopyRunLoop != 0 {
+		return cudadrv.StageWaitAfter | cudadrv.StageLoop
+	}
+	return cudadrv.StageWaitAfter
+}
+
+// runSmallDirect is runSmall without a bounce buffer (none could be had):
+// the driver's pageable copies into the caller's memory, one per piece,
+// then the wait, in one StageStep.
+func (i *Iface) runSmallDirect(api string, ib *issueBuf, run []cudadrv.Piece, stream cudadrv.Stream, device int32) error {
+	req := &ib.req
+	dma := ib.staged[:len(run)+1]
+	dma[0] = cudadrv.Piece{Dst: req.Dst, Src: req.Src, Len: req.Len}
+	for k := range run {
+		dma[k+1] = cudadrv.Piece{Dst: run[k].Dst, Src: run[k].Src, Len: run[k].Len}
+	}
+	if err := i.drv.StageStep(req.Ctx, stream, cudadrv.StageWaitAfter|cudadrv.StageLoop, device, cudadrv.KindD2H, dma); err != nil {
+		return driverError(api, fmt.Sprintf("%d copies to pageable memory", len(dma)), err)
+	}
+	return nil
 }
 
 // runSmall copies ib.req and its run, device to pageable memory, through
@@ -132,7 +172,7 @@ func (i *Iface) runSmall(api string, ib *issueBuf, run []cudadrv.Piece, stream c
 	if off > uint64(len(b.mem)) { // Copy keeps a run within StageSmall, at most one chunk
 		return errorf(ErrInternal, api, "a small staged run of %d bytes exceeds its bounce buffer of %d", off, len(b.mem))
 	}
-	if err := i.drv.StageStep(req.Ctx, stream, cudadrv.StageWaitAfter, device, cudadrv.KindD2H, dma); err != nil {
+	if err := i.drv.StageStep(req.Ctx, stream, i.smallFlags(), device, cudadrv.KindD2H, dma); err != nil {
 		b.suspect = true // the wait may have failed: do not reuse b before its context is gone
 		return driverError(api, fmt.Sprintf("staging %d copies to pageable memory", len(dma)), err)
 	}
@@ -289,32 +329,38 @@ func (st *stager) copyParts(api string, dst, src, n, parts uint64) error {
 	return nil
 }
 
-// take hands out a free pair registered in context (ctx, id), making one
-// while the pool has room; nil when none can be had (logged once per
-// context when the pool cannot be made there).
-func (st *stager) take(drv cudadrv.Interface, ctx cudadrv.Context, id uint64) *bounce {
+// take hands out a free pair registered in context (ctx, id), or with
+// small a buffer for small staging, making one while that pool has room;
+// nil when none can be had (logged once per context when the pool cannot
+// be made there).
+func (st *stager) take(drv cudadrv.Interface, ctx cudadrv.Context, id uint64, small bool) *bounce {
+	key := poolKey{id, small}
 	st.mu.Lock()
 	for k, b := range st.free {
-		if b.id == id && !b.suspect {
+		if b.id == id && b.small == small && !b.suspect {
 			st.free = append(st.free[:k], st.free[k+1:]...)
 			st.mu.Unlock()
 			return b
 		}
 	}
-	if st.sets[id] >= st.pool || st.noPool[id] {
+	if st.sets[key] >= st.pool || st.noPool[id] {
 		st.mu.Unlock()
 		return nil // full: this copy takes the driver's path
 	}
 	if st.sets == nil {
-		st.sets = map[uint64]int{}
+		st.sets = map[poolKey]int{}
 	}
-	st.sets[id]++
+	st.sets[key]++
 	st.mu.Unlock()
-	b, err := newBounce(drv, ctx, id, 2*st.chunk)
+	size := 2 * st.chunk
+	if small {
+		size = st.smallSize()
+	}
+	b, err := newBounce(drv, ctx, id, size)
 	if err != nil {
 		logf(LogInfo, "pageable staging off in context id %d, the driver stages its pageable copies: %v", id, err)
 		st.mu.Lock()
-		st.sets[id]--
+		st.sets[key]--
 		if st.noPool == nil {
 			st.noPool = map[uint64]bool{}
 		}
@@ -322,7 +368,15 @@ func (st *stager) take(drv cudadrv.Interface, ctx cudadrv.Context, id uint64) *b
 		st.mu.Unlock()
 		return nil
 	}
+	b.small = small
 	return b
+}
+
+// smallSize is the size of small staging's buffers: CUCOPY_STAGE_SMALL
+// rounded up to whole pages.
+func (st *stager) smallSize() uint64 {
+	page := uint64(unix.Getpagesize())
+	return (st.small + page - 1) &^ (page - 1)
 }
 
 // put gives a pair back.
@@ -359,16 +413,15 @@ func (i *Iface) stageRetire(s int, alive bool) {
 	for _, b := range st.free {
 		if b.id == id {
 			gone = append(gone, b)
+			key := poolKey{id, b.small}
+			if st.sets[key]--; st.sets[key] <= 0 {
+				delete(st.sets, key)
+			}
 		} else {
 			kept = append(kept, b)
 		}
 	}
 	st.free = kept
-	if n := st.sets[id] - len(gone); n > 0 {
-		st.sets[id] = n
-	} else {
-		delete(st.sets, id) // a no-op on a nil map
-	}
 	delete(st.noPool, id)
 	st.mu.Unlock()
 	for _, b := range gone {

@@ -467,10 +467,10 @@ func TestStageSmallOff(t *testing.T) {
 	}
 }
 
-// The staging step fails (the DMAs or the wait): the batch is an error,
+// The staging step fails (its DMAs are refused): the batch is an error,
 // nothing is left in flight and no completion comes; the pair is not
-// reused and the next batch stages correctly. A pool that cannot be
-// pinned sends the copies to the driver's path.
+// reused and the next batch stages correctly. Without a buffer (the pool
+// cannot be pinned) the copies go straight into the caller's memory.
 func TestStageSmallFailures(t *testing.T) {
 	batch := func(r *rig) ([]core.BatchCopy, [][]byte) {
 		var b []core.BatchCopy
@@ -505,12 +505,73 @@ func TestStageSmallFailures(t *testing.T) {
 	b, want = batch(r)
 	st, err = r.ep.Batch(b, 1)
 	require.NoError(t, err)
-	assert.Equal(t, core.InProgress, st, "the driver's path")
-	assert.Len(t, r.finish(), 1)
+	assert.Equal(t, core.OK, st, "straight into the caller's memory, done in the call")
+	assert.Empty(t, r.finish())
 	for k := range b {
 		eqBytes(t, want[k], r.drv.Bytes(b[k].Dst, 16), "entry %d", k)
 	}
-	assert.Zero(t, r.drv.Calls("StageStep"))
+	assert.Equal(t, 1, r.drv.Calls("StageStep"), "one step without a buffer")
+	assert.Zero(t, r.drv.Foreign(), "nothing pinned")
+}
+
+// The reservation counts no event for a small-staged run, so a run that
+// finds no buffer must not take one either (found in review: with the
+// driver's path as fallback, a batch met max_events part-way and returned
+// NO_RESOURCE with entries copied).
+func TestStageSmallPlanHolds(t *testing.T) {
+	r := newRigEnv(t, 1, smallStaging, func(p *core.IfaceParams) { p.MaxEvents = 3 })
+	r.drv.Fail("HostRegister", 1, cudadrv.ErrorOutOfMemory)
+	var b []core.BatchCopy
+	var want [][]byte
+	for k := range 3 {
+		d := r.drv.AllocDevice(0, 128)
+		want = append(want, fill(r.drv, d, 128, byte(k+1)))
+		h := r.drv.Pageable(128)
+		b = append(b, core.BatchCopy{Dst: h, Src: d, Len: 64}, core.BatchCopy{Dst: h + 64, Src: d + 64, Len: 64})
+		p := r.drv.AllocHost(8, true)
+		want = append(want, fill(r.drv, p, 8, byte(k+7)))
+		b = append(b, core.BatchCopy{Dst: r.drv.AllocDevice(0, 8), Src: p, Len: 8})
+	}
+	st, err := r.ep.Batch(b, 1)
+	require.NoError(t, err)
+	assert.Equal(t, core.InProgress, st)
+	assert.Len(t, r.finish(), 1)
+	for k := 0; k < len(b); k += 3 {
+		eqBytes(t, want[2*k/3], r.drv.Bytes(b[k].Dst, 128), "staged pair %d", k/3)
+		eqBytes(t, want[2*k/3+1], r.drv.Bytes(b[k+2].Dst, 8), "h2d entry %d", k/3)
+	}
+}
+
+// Threads of a multi-thread iface stage small runs at once, more of them
+// than buffers (CUCOPY_STAGE_POOL 1): those without one copy straight into
+// their memory; every batch is done in its call with its data.
+func TestStageSmallThreads(t *testing.T) {
+	r := newRigEnv(t, 1, withEnv(smallStaging, "CUCOPY_STAGE_POOL", "1"), func(p *core.IfaceParams) {
+		p.ThreadMode, p.Lanes = core.ThreadMulti, 4
+	})
+	const threads, rounds = 4, 50
+	var wg sync.WaitGroup
+	for th := range threads {
+		ep, err := r.ifc.NewEp()
+		require.NoError(t, err)
+		d := r.drv.AllocDevice(0, 64)
+		want := fill(r.drv, d, 64, byte(th+1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				h := r.drv.Pageable(64)
+				st, err := ep.Batch([]core.BatchCopy{{Dst: h, Src: d, Len: 32}, {Dst: h + 32, Src: d + 32, Len: 32}}, 1)
+				if !assert.NoError(t, err) || !assert.Equal(t, core.OK, st) {
+					return
+				}
+				eqBytes(t, want, r.drv.Bytes(h, 64), "thread %d", th)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, threads*rounds, r.drv.Calls("StageStep"))
+	assert.LessOrEqual(t, r.drv.Foreign(), 1, "CUCOPY_STAGE_POOL 1: one buffer")
 }
 
 // A small staged batch runs after the endpoint's earlier copy on the same

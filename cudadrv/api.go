@@ -174,7 +174,7 @@ type Interface interface {
 	// bounce buffers (CopyNeedStage; core/stage.go), in ctx (pushed if not
 	// current): with StageWaitBefore, synchronize stream first; then
 	// enqueue the contiguous pieces on it (several: one batch where the
-	// driver has it, device the ordinal of their device-side memory and
+	// driver has it and StageLoop is not set, device the ordinal of their device-side memory and
 	// kind KindH2D or KindD2H for its location hints); then with
 	// StageWaitAfter synchronize it again. An enqueue that fails
 	// synchronizes the stream: nothing stays in flight on an error but
@@ -186,4 +186,5 @@ type Interface interface {
 const (
 	StageWaitBefore = C.CD_STAGE_WAIT_BEFORE
 	StageWaitAfter  = C.CD_STAGE_WAIT_AFTER
+	StageLoop       = C.CD_STAGE_LOOP // one cuMemcpyAsync per piece, never a batch
 )

@@ -407,10 +407,11 @@ int cd_host_unregister(uintptr_t ctx, uint64_t ptr, cd_err *err);
 
 /* One step of a copy staged through pinned bounce buffers (cd_stage.c):
  * with CD_STAGE_WAIT_BEFORE the stream is synchronized first, then the n
- * pieces (contiguous: dst, src, len) are enqueued, then with
+ * pieces (contiguous: dst, src, len) are enqueued (one batch for several
+ * unless CD_STAGE_LOOP), then with
  * CD_STAGE_WAIT_AFTER the stream is synchronized again. device is the
  * ordinal of the device-side memory (a batch's location hint). */
-enum { CD_STAGE_WAIT_BEFORE = 1, CD_STAGE_WAIT_AFTER = 2 };
+enum { CD_STAGE_WAIT_BEFORE = 1, CD_STAGE_WAIT_AFTER = 2, CD_STAGE_LOOP = 4 /* no batch */ };
 int cd_stage_step(uintptr_t ctx, uintptr_t stream, int32_t flags, int32_t device, int32_t kind,
                   const cd_piece *pieces, int32_t n, cd_err *err);
 

@@ -8,14 +8,14 @@
 
 /* Enqueue n pieces between a bounce buffer and device-side memory on
  * stream: one cuMemcpyAsync, or for several one cuMemcpyBatchAsync where
- * the driver has it (both sides are memory the driver knows, so the
- * location hints only name them), else one cuMemcpyAsync each. A failed
- * enqueue synchronizes the stream. */
-static cdResult cd_stage_enqueue(cdStream stream, int32_t device, int32_t kind,
+ * the driver has it and loop is 0 (both sides are memory the driver knows,
+ * so the location hints only name them), else one cuMemcpyAsync each. A
+ * failed enqueue synchronizes the stream. */
+static cdResult cd_stage_enqueue(cdStream stream, int32_t device, int32_t kind, int loop,
                                  const cd_piece *p, int32_t n, cd_err *err)
 {
     cdResult r = CD_SUCCESS;
-    if (n > 1 && n <= CD_MAX_RUN && cd.cuMemcpyBatchAsync != NULL) {
+    if (n > 1 && n <= CD_MAX_RUN && !loop && cd.cuMemcpyBatchAsync != NULL) {
         cdDevicePtr dsts[CD_MAX_RUN], srcs[CD_MAX_RUN];
         size_t sizes[CD_MAX_RUN];
         for (int32_t i = 0; i < n; i++) {
@@ -61,7 +61,8 @@ static cdResult cd_stage_wait(cdStream stream, cd_err *err)
 
 /* With ctx current (pushed only if needed): with CD_STAGE_WAIT_BEFORE,
  * cuStreamSynchronize (everything issued on the stream so far, the
- * previous chunk's DMA among it, has finished); then the n pieces; then
+ * previous chunk's DMA among it, has finished); then the n pieces (with
+ * CD_STAGE_LOOP one cuMemcpyAsync each); then
  * with CD_STAGE_WAIT_AFTER, cuStreamSynchronize again (they have
  * finished). Whatever fails, no DMA stays in flight on the caller's or the
  * bounce buffers behind an error, except behind a failed wait. */
@@ -78,7 +79,7 @@ int cd_stage_step(uintptr_t ctx, uintptr_t stream, int32_t flags, int32_t device
     if (flags & CD_STAGE_WAIT_BEFORE)
         r = cd_stage_wait(s, err);
     if (r == CD_SUCCESS && n > 0)
-        r = cd_stage_enqueue(s, device, kind, pieces, n, err);
+        r = cd_stage_enqueue(s, device, kind, (flags & CD_STAGE_LOOP) != 0, pieces, n, err);
     if (r == CD_SUCCESS && (flags & CD_STAGE_WAIT_AFTER))
         r = cd_stage_wait(s, err);
     cd_leave(pushed, err);

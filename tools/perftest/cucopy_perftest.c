@@ -1634,8 +1634,7 @@ static void print_row(const struct measurement *m, const double val[IMPL_COUNT],
                test_units[m->test], ratio, n, status);
         if (opt.compare && strcmp(ratio, "-") != 0)
             print_compare(m, val, src, dst, host, sz);
-        if (opt.anatomy && m->test != TEST_LAT && anat[IMPL_CUCOPY].ops > 0 &&
-            anat[IMPL_RAW].ops > 0)
+        if (opt.anatomy && m->test != TEST_LAT && strcmp(ratio, "-") != 0) /* both ran */
             print_anatomy(m, src, dst, host, sz);
     }
     fflush(stdout);
