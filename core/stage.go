@@ -80,8 +80,10 @@ func (st *stager) init(cfg Stage) {
 // stagePiece runs b.req, which Copy answered CopyNeedStage for, with the
 // run that small staging took with it: CopyDone when it was staged (and
 // counted; req.Taken still says how many of the operation's pieces went
-// with it); CopyNeedStage with req.StageMin and req.StageSmall 0 when no
-// bounce buffer can be had (the caller retries on the driver's path);
+// with it; a small run without a bounce buffer is copied straight into the
+// caller's memory); CopyNeedStage with req.StageMin and req.StageSmall 0
+// when a large piece gets no bounce buffer (the caller retries on the
+// driver's path);
 // CopyNeedSlot when the slot changed meanwhile (the caller retries); an
 // error with nothing left in flight.
 func (i *Iface) stagePiece(api string, ib *issueBuf, first bool, run []cudadrv.Piece) (cudadrv.CopyStatus, error) {
@@ -169,7 +171,7 @@ func (i *Iface) runSmall(api string, ib *issueBuf, run []cudadrv.Piece, stream c
 		dma[k+1] = cudadrv.Piece{Dst: base + off, Src: run[k].Src, Len: run[k].Len}
 		off += cudadrv.StageSpan(run[k].Len)
 	}
-	if off > uint64(len(b.mem)) { // Copy keeps a run within StageSmall, at most one chunk
+	if off > uint64(len(b.mem)) { // Copy keeps a run within StageSmall, the buffer's size
 		return errorf(ErrInternal, api, "a small staged run of %d bytes exceeds its bounce buffer of %d", off, len(b.mem))
 	}
 	if err := i.drv.StageStep(req.Ctx, stream, i.smallFlags(), device, cudadrv.KindD2H, dma); err != nil {
