@@ -108,15 +108,11 @@ func (i *Iface) stagePiece(api string, ib *issueBuf, first bool, run []cudadrv.P
 	b := i.stage.take(i.drv, req.Ctx, req.CtxID, small)
 	var err error
 	switch {
-	case b == nil && small:
-		// No buffer: the same copies straight into the caller's memory,
-		// and the wait. Still no event, as the reservation planned.
-		err = i.runSmallDirect(api, ib, run, stream, device)
+	case small: // without a buffer too: it takes no event, as the reservation planned
+		err = i.runSmall(api, ib, run, stream, device, b)
 	case b == nil:
 		req.StageMin, req.StageSmall = 0, 0
 		return cudadrv.CopyNeedStage, nil
-	case small:
-		err = i.runSmall(api, ib, run, stream, device, b)
 	default:
 		err = i.runStaged(api, req, stream, device, b)
 	}
@@ -130,55 +126,45 @@ func (i *Iface) stagePiece(api string, ib *issueBuf, first bool, run []cudadrv.P
 	return cudadrv.CopyDone, nil
 }
 
-// smallFlags is StageStep's flags for small staging: the wait after, and
-// one cuMemcpyAsync per piece under CUCOPY_IOV_BATCH=loop.
-func (i *Iface) smallFlags() uint32 {
-	if i.runFlags&cudadrv.CopyRunLoop != 0 {
-		return cudadrv.StageWaitAfter | cudadrv.StageLoop
-	}
-	return cudadrv.StageWaitAfter
-}
-
-// runSmallDirect is runSmall without a bounce buffer (none could be had):
-// the driver's pageable copies into the caller's memory, one per piece,
-// then the wait, in one StageStep.
-func (i *Iface) runSmallDirect(api string, ib *issueBuf, run []cudadrv.Piece, stream cudadrv.Stream, device int32) error {
+// runSmall copies ib.req and its run, device to pageable memory, on
+// stream in one step: each piece's DMA into b (piece k at the sum of the
+// earlier pieces' StageSpans, cudadrv/copy.go step 7), one wait for them
+// all, then each piece copied out on the CPU. Without a buffer (b nil:
+// none could be had) the DMAs go straight into the caller's memory, one
+// cuMemcpyAsync each (the driver's batch stages pageable copies slowly),
+// and the wait. Whatever fails, no DMA is left running when it returns,
+// except behind a failed wait (then b is suspect).
+func (i *Iface) runSmall(api string, ib *issueBuf, run []cudadrv.Piece, stream cudadrv.Stream, device int32, b *bounce) error {
 	req := &ib.req
 	dma := ib.staged[:len(run)+1]
 	dma[0] = cudadrv.Piece{Dst: req.Dst, Src: req.Src, Len: req.Len}
 	for k := range run {
 		dma[k+1] = cudadrv.Piece{Dst: run[k].Dst, Src: run[k].Src, Len: run[k].Len}
 	}
-	if err := i.drv.StageStep(req.Ctx, stream, cudadrv.StageWaitAfter|cudadrv.StageLoop, device, cudadrv.KindD2H, dma); err != nil {
-		return driverError(api, fmt.Sprintf("%d copies to pageable memory", len(dma)), err)
+	flags := uint32(cudadrv.StageWaitAfter | cudadrv.StageLoop)
+	if b != nil {
+		if i.runFlags&cudadrv.CopyRunLoop == 0 { // CUCOPY_IOV_BATCH=loop: one cuMemcpyAsync each
+			flags = cudadrv.StageWaitAfter
+		}
+		base, off := uint64(uintptr(unsafe.Pointer(&b.mem[0]))), uint64(0)
+		for k := range dma {
+			dma[k].Dst = base + off
+			off += cudadrv.StageSpan(dma[k].Len)
+		}
+		if off > uint64(len(b.mem)) { // Copy keeps a run within StageSmall, the buffer's size
+			return errorf(ErrInternal, api, "a small staged run of %d bytes exceeds its bounce buffer of %d", off, len(b.mem))
+		}
 	}
-	return nil
-}
-
-// runSmall copies ib.req and its run, device to pageable memory, through
-// b on stream in one step: each piece's DMA into b (piece k at the sum of
-// the earlier pieces' StageSpans, cudadrv/copy.go step 7), one wait for
-// them all, then each piece copied out on the CPU. Whatever fails, no DMA
-// is left running when it returns, except behind a failed wait (then b is
-// suspect).
-func (i *Iface) runSmall(api string, ib *issueBuf, run []cudadrv.Piece, stream cudadrv.Stream, device int32, b *bounce) error {
-	req := &ib.req
-	base := uint64(uintptr(unsafe.Pointer(&b.mem[0])))
-	dma := ib.staged[:len(run)+1]
-	dma[0] = cudadrv.Piece{Dst: base, Src: req.Src, Len: req.Len}
-	off := cudadrv.StageSpan(req.Len)
-	for k := range run {
-		dma[k+1] = cudadrv.Piece{Dst: base + off, Src: run[k].Src, Len: run[k].Len}
-		off += cudadrv.StageSpan(run[k].Len)
-	}
-	if off > uint64(len(b.mem)) { // Copy keeps a run within StageSmall, the buffer's size
-		return errorf(ErrInternal, api, "a small staged run of %d bytes exceeds its bounce buffer of %d", off, len(b.mem))
-	}
-	if err := i.drv.StageStep(req.Ctx, stream, i.smallFlags(), device, cudadrv.KindD2H, dma); err != nil {
-		b.suspect = true // the wait may have failed: do not reuse b before its context is gone
+	if err := i.drv.StageStep(req.Ctx, stream, flags, device, cudadrv.KindD2H, dma); err != nil {
+		if b != nil {
+			b.suspect = true // the wait may have failed: do not reuse b before its context is gone
+		}
 		return driverError(api, fmt.Sprintf("staging %d copies to pageable memory", len(dma)), err)
 	}
-	if err := i.stage.copy(api, req.Dst, base, req.Len); err != nil {
+	if b == nil {
+		return nil
+	}
+	if err := i.stage.copy(api, req.Dst, dma[0].Dst, req.Len); err != nil {
 		return err
 	}
 	for k := range run {
